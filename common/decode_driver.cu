@@ -1,0 +1,252 @@
+#include "decode_driver.cuh"
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+
+#include "ceilings.cuh"
+#include "cuda_check.cuh"
+#include "timer.cuh"
+
+namespace pa {
+
+DeviceDecodeProblem::DeviceDecodeProblem(const DecodeProblem& p, int copies)
+    : problem_(p), q_(p.q), out_(p.q.size()), block_table_(p.table.table), context_lens_(p.table.context_lens) {
+    copies = std::max(copies, 1);
+    k_.emplace_back(p.cache.k);
+    v_.emplace_back(p.cache.v);
+    for (int c = 1; c < copies; ++c) {
+        k_.emplace_back(k_[0].size());
+        k_.back().copy_from(k_[0]);
+        v_.emplace_back(v_[0].size());
+        v_.back().copy_from(v_[0]);
+    }
+}
+
+PagedDecodeArgs DeviceDecodeProblem::args(int copy) {
+    const DecodeShape& s = problem_.shape;
+    PagedDecodeArgs a;
+    a.out = out_.get();
+    a.q = q_.get();
+    a.k_cache = k_[copy].get();
+    a.v_cache = v_[copy].get();
+    a.block_table = block_table_.get();
+    a.context_lens = context_lens_.get();
+    a.B = s.B;
+    a.H = s.H;
+    a.Hkv = s.Hkv;
+    a.D = s.D;
+    a.block_size = s.block_size;
+    a.max_blocks_per_seq = problem_.table.max_blocks_per_seq;
+    a.max_ctx = s.max_ctx();
+    a.scale = static_cast<float>(problem_.scale);
+    a.dtype = s.dtype;
+    return a;
+}
+
+CheckResult check_once(const DecodeVariant& v, DeviceDecodeProblem& dev, const DecodeProblem& p,
+                       const std::vector<double>& ref, int copy) {
+    dev.poison_output();
+    v.launch(dev.args(copy), nullptr);
+    CUDA_CHECK(cudaDeviceSynchronize());
+    return compare_output(dev.download_output(), ref, p.shape.dtype);
+}
+
+long long decode_bytes_needed(const DecodeShape& s) {
+    long long pages = 0;
+    for (int c : s.ctx) pages += (c + s.block_size - 1) / s.block_size;
+    const long long qo = 2LL * s.B * s.H * s.D * 2;  // q in, out back, 2 bytes each
+    return s.kv_bytes() + qo + pages * 4 + s.B * 4LL;
+}
+
+static std::string ctx_column(const DecodeShape& s) {
+    const bool uniform = std::all_of(s.ctx.begin(), s.ctx.end(), [&](int c) { return c == s.ctx[0]; });
+    return uniform ? std::to_string(s.ctx[0]) : "mixed";
+}
+
+std::vector<ResultRow> bench_decode_shape(const BenchSetup& setup, const DecodeProblem& p, const std::vector<double>& ref,
+                                          const std::vector<DecodeVariant>& variants) {
+    const DecodeShape& s = p.shape;
+    const long long pool_bytes = static_cast<long long>(p.cache.k.size() + p.cache.v.size()) * 2;
+    DeviceDecodeProblem dev(p, cold_copies(pool_bytes, setup.info.l2_bytes));
+    const long long bytes = decode_bytes_needed(s);
+    std::vector<ResultRow> rows;
+    for (const auto& v : variants) {
+        const std::string why = v.why_not(s, setup.info);
+        if (!why.empty()) continue;  // the caller decides whether that is an error
+        const CheckResult before = check_once(v, dev, p, ref);
+        const Timing hot = time_kernel([&](int) { v.launch(dev.args(0), nullptr); }, 1, setup.warmup, setup.iters);
+        const Timing cold = time_kernel([&](int c) { v.launch(dev.args(c), nullptr); }, dev.copies(), setup.warmup, setup.iters);
+        CUDA_CHECK(cudaDeviceSynchronize());
+        // the output of the last timed launch, checked again (a race shows up here)
+        const CheckResult after = compare_output(dev.download_output(), ref, s.dtype);
+        const bool pass = before.pass && after.pass;
+        const LaunchGeometry g = v.geometry(s, setup.info);
+        for (int cold_run = 0; cold_run < 2; ++cold_run) {
+            const Timing& t = cold_run ? cold : hot;
+            ResultRow r;
+            r.gpu = setup.info.short_name;
+            r.lesson = setup.lesson;
+            r.variant = v.name;
+            r.shape = s.name;
+            r.dtype = dtype_name(s.dtype);
+            r.B = s.B;
+            r.H = s.H;
+            r.Hkv = s.Hkv;
+            r.D = s.D;
+            r.ctx = ctx_column(s);
+            r.block_size = s.block_size;
+            r.l2 = cold_run ? "cold" : "hot";
+            r.us_median = t.us_median;
+            r.us_min = t.us_min;
+            r.bytes = static_cast<double>(bytes);
+            r.gbps = bytes / (t.us_median * 1e-6) / 1e9;
+            r.pct_read_bw = 100.0 * *r.gbps / setup.read_bw_gbps;
+            r.check = pass ? "PASS" : "FAIL";
+            r.rel_err = std::max(before.rel_err, after.rel_err);
+            r.set_extra("ctas", std::to_string(g.ctas));
+            r.set_extra("ctas_per_sm", std::to_string(g.ctas_per_sm));
+            r.set_extra("waves", strf("%.2f", g.waves(setup.info.sms)));
+            rows.push_back(r);
+        }
+        if (!pass)
+            std::fprintf(stderr, "FAIL %s %s: %s\n", v.name.c_str(), s.name.c_str(),
+                         (before.pass ? after.message : before.message).c_str());
+    }
+    return rows;
+}
+
+void print_run_header(const std::string& title, const DeviceInfo& info, double read_bw_gbps) {
+    std::printf("%s\n", title.c_str());
+    std::printf("GPU: %s\n", info.summary().c_str());
+    if (read_bw_gbps > 0) std::printf("measured streaming read bandwidth: %.0f GB/s\n", read_bw_gbps);
+}
+
+void print_decode_rows(const std::vector<ResultRow>& rows, const DeviceInfo& info, double read_bw_gbps) {
+    TextTable t({"shape", "variant", "dtype", "CTAs", "CTA/SM", "waves", "hot us", "cold us", "cold min", "cold GB/s",
+                 "% read BW", "check", "rel err"});
+    for (size_t i = 0; i + 1 < rows.size(); i += 2) {
+        const ResultRow& hot = rows[i];
+        const ResultRow& cold = rows[i + 1];
+        t.add_row({hot.shape, hot.variant, hot.dtype, hot.get_extra("ctas"), hot.get_extra("ctas_per_sm"),
+                   hot.get_extra("waves"), strf("%.2f", hot.us_median), strf("%.2f", cold.us_median),
+                   strf("%.2f", cold.us_min), strf("%.0f", *cold.gbps), strf("%.1f", *cold.pct_read_bw), cold.check,
+                   strf("%.1e", *cold.rel_err)});
+    }
+    t.print();
+    std::printf("(%s, %d SMs; %% read BW = cold GB/s over the measured %.0f GB/s; medians of timed launches)\n",
+                info.name.c_str(), info.sms, read_bw_gbps);
+}
+
+int run_decode_checks(const std::vector<DecodeShape>& shapes, const std::vector<DecodeVariant>& variants,
+                      const DecodeReference& reference, uint64_t seed, const DeviceInfo& info) {
+    int total = 0, passed = 0;
+    std::printf("correctness check (seed %llu): reference in double from the rounded inputs\n",
+                static_cast<unsigned long long>(seed));
+    for (const auto& s : shapes) {
+        const DecodeProblem p = make_decode_problem(s, seed);
+        const std::vector<double> ref = reference(p);
+        DeviceDecodeProblem dev(p);
+        for (const auto& v : variants) {
+            if (!v.why_not(s, info).empty()) continue;
+            const CheckResult r = check_once(v, dev, p, ref);
+            ++total;
+            if (r.pass) ++passed;
+            std::printf("  %s %-10s %-40s rel %.2e max abs %.2e%s%s\n", r.pass ? "PASS" : "FAIL", v.name.c_str(),
+                        s.name.c_str(), r.rel_err, r.max_abs_err, r.pass ? "" : "  ", r.message.c_str());
+        }
+    }
+    std::printf("%d/%d %s\n", passed, total, passed == total ? "PASS" : "FAIL");
+    return total - passed;
+}
+
+void refuse_unrunnable_shapes(const std::string& program, const std::vector<DecodeShape>& shapes,
+                              const std::vector<DecodeVariant>& variants, const DeviceInfo& info) {
+    for (const auto& s : shapes) {
+        std::string why;
+        bool any = false;
+        for (const auto& v : variants) {
+            const std::string w = v.why_not(s, info);
+            if (w.empty()) any = true;
+            else if (why.empty()) why = w;
+        }
+        if (!any) {
+            std::fprintf(stderr, "error: %s: %s\n", program.c_str(), why.c_str());
+            std::exit(kExitBadInput);
+        }
+    }
+}
+
+std::vector<DecodeVariant> select_variants(const std::string& program, const std::string& name,
+                                           const std::vector<DecodeVariant>& all) {
+    if (name.empty()) return all;
+    std::string names;
+    for (const auto& v : all) {
+        if (v.name == name) return {v};
+        names += (names.empty() ? "" : ", ") + v.name;
+    }
+    std::fprintf(stderr, "error: %s: unknown variant '%s' (this lesson has: %s)\n", program.c_str(), name.c_str(),
+                 names.c_str());
+    std::exit(kExitBadInput);
+}
+
+std::vector<DecodeShape> select_shapes_or_exit(const std::string& program, const Flags& f,
+                                               const std::vector<DecodeShape>& defaults) {
+    try {
+        return select_shapes(f, defaults);
+    } catch (const FlagError& e) {
+        std::fprintf(stderr, "error: %s: %s\n", program.c_str(), e.what());
+        std::exit(kExitBadInput);
+    }
+}
+
+void write_csv_or_exit(const std::string& program, const std::string& path, const std::vector<ResultRow>& rows) {
+    if (path.empty()) return;
+    std::string err;
+    if (!write_csv(path, rows, &err)) {
+        std::fprintf(stderr, "error: %s: %s\n", program.c_str(), err.c_str());
+        std::exit(kExitBadInput);
+    }
+    std::printf("wrote %zu rows to %s\n", rows.size(), path.c_str());
+}
+
+int run_decode_lesson(int argc, char** argv, const DecodeLessonSpec& spec) {
+    const Flags f = parse_flags_or_exit(argc, argv, decode_usage(spec.program, spec.extra_usage));
+    const std::vector<DecodeVariant> variants = select_variants(spec.program, f.variant, spec.variants);
+    const std::vector<DecodeShape> check_shapes = select_shapes_or_exit(spec.program, f, spec.check_shapes);
+    const std::vector<DecodeShape> bench_shapes = select_shapes_or_exit(spec.program, f, spec.bench_shapes);
+    const DeviceInfo info = require_gpu(spec.program);
+    refuse_unrunnable_shapes(spec.program, f.bench_only ? bench_shapes : check_shapes, variants, info);
+    if (!f.check_only) refuse_unrunnable_shapes(spec.program, bench_shapes, variants, info);
+    try {
+        int failures = 0;
+        print_run_header(spec.title, info, 0);
+        if (!f.bench_only) failures += run_decode_checks(check_shapes, variants, spec.reference, f.seed, info);
+        if (!f.check_only) {
+            BenchSetup setup;
+            setup.info = info;
+            setup.lesson = spec.lesson;
+            setup.iters = f.iters;
+            setup.read_bw_gbps = measured_read_bandwidth_gbps(info);
+            std::printf("\nmeasurement (seed %llu, %d timed launches after %d warm-up; L2-cold rotates K/V copies over > 2x L2)\n",
+                        static_cast<unsigned long long>(f.seed), setup.iters, setup.warmup);
+            std::printf("measured streaming read bandwidth: %.0f GB/s\n", setup.read_bw_gbps);
+            std::vector<ResultRow> rows;
+            for (const auto& s : bench_shapes) {
+                const DecodeProblem p = make_decode_problem(s, f.seed);
+                const std::vector<double> ref = spec.reference(p);
+                auto r = bench_decode_shape(setup, p, ref, variants);
+                for (const auto& row : r) failures += row.check == "FAIL" && row.l2 == "cold";
+                rows.insert(rows.end(), r.begin(), r.end());
+            }
+            print_decode_rows(rows, info, setup.read_bw_gbps);
+            write_csv_or_exit(spec.program, f.csv, rows);
+        }
+        return failures == 0 ? 0 : 1;
+    } catch (const std::exception& e) {
+        std::fprintf(stderr, "error: %s: %s\n", spec.program.c_str(), e.what());
+        return 1;
+    }
+}
+
+}  // namespace pa

@@ -1,0 +1,127 @@
+// The host side every decode lesson shares: put a problem on the GPU, check a kernel
+// against the reference, time it L2-hot and L2-cold, and turn that into rows.
+//
+//   shape -> make_decode_problem (host) -> DeviceDecodeProblem -> variant.launch
+//         -> compare with the reference -> time_kernel -> ResultRow -> table / CSV
+//
+// The reference itself lives in reference/ and is passed in as a function, so common/
+// stays free of the rest of the repository.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "check.h"
+#include "decode_args.h"
+#include "device_buffer.cuh"
+#include "device_info.cuh"
+#include "flags.h"
+#include "paged_cache.h"
+#include "table.h"
+
+namespace pa {
+
+// A problem's tensors on the GPU. K and V exist in `copies` identical copies so that the
+// L2-cold timing can rotate among them; copy 0 is the L2-hot one.
+class DeviceDecodeProblem {
+  public:
+    DeviceDecodeProblem(const DecodeProblem& p, int copies = 1);
+    PagedDecodeArgs args(int copy = 0);
+    void poison_output() { out_.fill_bytes(0xff); }
+    std::vector<uint16_t> download_output() const { return out_.download(); }
+    int copies() const { return static_cast<int>(k_.size()); }
+    long long kv_pool_bytes() const { return static_cast<long long>(k_[0].bytes() + v_[0].bytes()); }
+
+  private:
+    const DecodeProblem& problem_;
+    DeviceBuffer<uint16_t> q_, out_;
+    DeviceBuffer<int> block_table_, context_lens_;
+    std::vector<DeviceBuffer<uint16_t>> k_, v_;
+};
+
+// What a launch looks like on this GPU, for the CTAs and waves columns.
+struct LaunchGeometry {
+    long long ctas = 0;    // CTAs in the grid
+    int threads = 0;       // per CTA
+    int smem_bytes = 0;    // dynamic shared memory per CTA
+    int ctas_per_sm = 0;   // resident at once (occupancy calculator)
+    double waves(int sms) const { return ctas_per_sm > 0 ? static_cast<double>(ctas) / (static_cast<double>(sms) * ctas_per_sm) : 0; }
+};
+
+struct DecodeVariant {
+    std::string name;
+    // Empty when the variant can run the shape on this GPU, else the reason it cannot.
+    std::function<std::string(const DecodeShape&, const DeviceInfo&)> why_not;
+    std::function<void(const PagedDecodeArgs&, cudaStream_t)> launch;
+    std::function<LaunchGeometry(const DecodeShape&, const DeviceInfo&)> geometry;
+};
+
+using DecodeReference = std::function<std::vector<double>(const DecodeProblem&)>;
+
+// Poison the output, launch once, wait, compare with `ref`.
+CheckResult check_once(const DecodeVariant& v, DeviceDecodeProblem& dev, const DecodeProblem& p,
+                       const std::vector<double>& ref, int copy = 0);
+
+struct BenchSetup {
+    DeviceInfo info;
+    std::string lesson;   // "01"
+    double read_bw_gbps = 0;
+    int iters = 100;
+    int warmup = 10;
+};
+
+// Bytes a decode must move: K and V of the real context, q, out, the used block-table
+// entries and the context lengths.
+long long decode_bytes_needed(const DecodeShape& s);
+
+// For each variant: check, time L2-hot and L2-cold, check again. Two rows per variant
+// (l2 = hot, cold), with extra columns ctas, ctas_per_sm, waves.
+std::vector<ResultRow> bench_decode_shape(const BenchSetup& setup, const DecodeProblem& p, const std::vector<double>& ref,
+                                          const std::vector<DecodeVariant>& variants);
+
+// The standard printout: one line per (variant, shape), hot and cold side by side.
+void print_decode_rows(const std::vector<ResultRow>& rows, const DeviceInfo& info, double read_bw_gbps);
+
+// Header lines: GPU, CUDA version, measured read bandwidth.
+void print_run_header(const std::string& title, const DeviceInfo& info, double read_bw_gbps);
+
+// The check over a set of shapes: one line per (variant, shape) and `N/N PASS` (or FAIL).
+// Returns the number of failures.
+int run_decode_checks(const std::vector<DecodeShape>& shapes, const std::vector<DecodeVariant>& variants,
+                      const DecodeReference& reference, uint64_t seed, const DeviceInfo& info);
+
+// What the simple decode lessons run from main().
+struct DecodeLessonSpec {
+    std::string program;                     // "lesson01_naive_decode"
+    std::string lesson;                      // "01"
+    std::string title;
+    std::string extra_usage;
+    std::vector<DecodeVariant> variants;
+    std::vector<DecodeShape> check_shapes;   // default --check set
+    std::vector<DecodeShape> bench_shapes;   // default --bench set
+    DecodeReference reference;
+};
+
+int run_decode_lesson(int argc, char** argv, const DecodeLessonSpec& spec);
+
+// Exits with kExitBadInput and one line if no variant in `variants` can run a shape.
+void refuse_unrunnable_shapes(const std::string& program, const std::vector<DecodeShape>& shapes,
+                              const std::vector<DecodeVariant>& variants, const DeviceInfo& info);
+
+// Selects variants by --variant (all when empty); exits with kExitBadInput on an unknown name.
+std::vector<DecodeVariant> select_variants(const std::string& program, const std::string& name,
+                                           const std::vector<DecodeVariant>& all);
+
+// select_shapes, with errors reported as one line and exit code 2.
+std::vector<DecodeShape> select_shapes_or_exit(const std::string& program, const Flags& f,
+                                               const std::vector<DecodeShape>& defaults);
+
+// Writes rows to --csv if given; exits with 2 (one line) if it cannot.
+void write_csv_or_exit(const std::string& program, const std::string& path, const std::vector<ResultRow>& rows);
+
+
+}  // namespace pa

@@ -1,0 +1,26 @@
+#include "launch_utils.cuh"
+
+#include <mutex>
+#include <set>
+
+#include "cuda_check.cuh"
+
+namespace pa {
+
+void opt_in_max_dynamic_smem(const void* kernel) {
+    static std::mutex mu;
+    static std::set<const void*> done;
+    std::lock_guard<std::mutex> lock(mu);
+    if (done.count(kernel)) return;
+    int device = 0, optin = 0;
+    CUDA_CHECK(cudaGetDevice(&device));
+    CUDA_CHECK(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device));
+    cudaFuncAttributes attr{};
+    CUDA_CHECK(cudaFuncGetAttributes(&attr, kernel));
+    // the static shared memory of the kernel counts against the same limit
+    CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                    optin - static_cast<int>(attr.sharedSizeBytes)));
+    done.insert(kernel);
+}
+
+}  // namespace pa
