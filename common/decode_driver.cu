@@ -11,7 +11,7 @@
 namespace pa {
 
 DeviceDecodeProblem::DeviceDecodeProblem(const DecodeProblem& p, int copies)
-    : problem_(p), q_(p.q), out_(p.q.size()), block_table_(p.table.table), context_lens_(p.table.context_lens) {
+    : shape_(p.shape), max_blocks_per_seq_(p.table.max_blocks_per_seq), scale_(static_cast<float>(p.scale)), q_(p.q), out_(p.q.size()), block_table_(p.table.table), context_lens_(p.table.context_lens) {
     copies = std::max(copies, 1);
     k_.emplace_back(p.cache.k);
     v_.emplace_back(p.cache.v);
@@ -24,7 +24,7 @@ DeviceDecodeProblem::DeviceDecodeProblem(const DecodeProblem& p, int copies)
 }
 
 PagedDecodeArgs DeviceDecodeProblem::args(int copy) {
-    const DecodeShape& s = problem_.shape;
+    const DecodeShape& s = shape_;
     PagedDecodeArgs a;
     a.out = out_.get();
     a.q = q_.get();
@@ -37,9 +37,9 @@ PagedDecodeArgs DeviceDecodeProblem::args(int copy) {
     a.Hkv = s.Hkv;
     a.D = s.D;
     a.block_size = s.block_size;
-    a.max_blocks_per_seq = problem_.table.max_blocks_per_seq;
+    a.max_blocks_per_seq = max_blocks_per_seq_;
     a.max_ctx = s.max_ctx();
-    a.scale = static_cast<float>(problem_.scale);
+    a.scale = scale_;
     a.dtype = s.dtype;
     return a;
 }
@@ -140,7 +140,7 @@ void print_decode_rows(const std::vector<ResultRow>& rows, const DeviceInfo& inf
 
 int run_decode_checks(const std::vector<DecodeShape>& shapes, const std::vector<DecodeVariant>& variants,
                       const DecodeReference& reference, uint64_t seed, const DeviceInfo& info) {
-    int total = 0, passed = 0;
+    int total = 0, passed = 0, skipped = 0;
     std::printf("correctness check (seed %llu): reference in double from the rounded inputs\n",
                 static_cast<unsigned long long>(seed));
     for (const auto& s : shapes) {
@@ -148,7 +148,10 @@ int run_decode_checks(const std::vector<DecodeShape>& shapes, const std::vector<
         const std::vector<double> ref = reference(p);
         DeviceDecodeProblem dev(p);
         for (const auto& v : variants) {
-            if (!v.why_not(s, info).empty()) continue;
+            if (!v.why_not(s, info).empty()) {
+                ++skipped;
+                continue;
+            }
             const CheckResult r = check_once(v, dev, p, ref);
             ++total;
             if (r.pass) ++passed;
@@ -156,6 +159,8 @@ int run_decode_checks(const std::vector<DecodeShape>& shapes, const std::vector<
                         s.name.c_str(), r.rel_err, r.max_abs_err, r.pass ? "" : "  ", r.message.c_str());
         }
     }
+    if (skipped > 0)
+        std::printf("  (%d variant/shape pairs not run: the variant does not support the shape, see --help)\n", skipped);
     std::printf("%d/%d %s\n", passed, total, passed == total ? "PASS" : "FAIL");
     return total - passed;
 }

@@ -37,7 +37,9 @@ class DeviceDecodeProblem {
     long long kv_pool_bytes() const { return static_cast<long long>(k_[0].bytes() + v_[0].bytes()); }
 
   private:
-    const DecodeProblem& problem_;
+    DecodeShape shape_;
+    int max_blocks_per_seq_ = 0;
+    float scale_ = 0;
     DeviceBuffer<uint16_t> q_, out_;
     DeviceBuffer<int> block_table_, context_lens_;
     std::vector<DeviceBuffer<uint16_t>> k_, v_;
@@ -89,8 +91,9 @@ void print_decode_rows(const std::vector<ResultRow>& rows, const DeviceInfo& inf
 // Header lines: GPU, CUDA version, measured read bandwidth.
 void print_run_header(const std::string& title, const DeviceInfo& info, double read_bw_gbps);
 
-// The check over a set of shapes: one line per (variant, shape) and `N/N PASS` (or FAIL).
-// Returns the number of failures.
+// The check over a set of shapes: one line per (variant, shape) and `N/N PASS` (or FAIL),
+// and a count of the (variant, shape) pairs skipped because the variant does not support
+// the shape. Returns the number of failures.
 int run_decode_checks(const std::vector<DecodeShape>& shapes, const std::vector<DecodeVariant>& variants,
                       const DecodeReference& reference, uint64_t seed, const DeviceInfo& info);
 

@@ -38,11 +38,39 @@ __device__ __forceinline__ void load8(const T* p, float (&f)[8]) {
     unpack2(w.w, T{}, f[6], f[7]);
 }
 
+// One 8-byte load of 4 elements (p must be 8-byte aligned) -> 4 floats.
+template <class T>
+__device__ __forceinline__ void load4(const T* p, float (&f)[4]) {
+    const uint2 w = *reinterpret_cast<const uint2*>(p);
+    unpack2(w.x, T{}, f[0], f[1]);
+    unpack2(w.y, T{}, f[2], f[3]);
+}
+
 // One 4-byte load of 2 elements (p must be 4-byte aligned) -> 2 floats.
 template <class T>
 __device__ __forceinline__ void load2(const T* p, float& a, float& b) {
     unpack2(*reinterpret_cast<const uint32_t*>(p), T{}, a, b);
 }
+
+// 8 floats -> 8 elements in one 16-byte store (p must be 16-byte aligned).
+template <class T>
+__device__ __forceinline__ void store8(T* p, const float (&f)[8]) {
+    alignas(16) T h[8];
+#pragma unroll
+    for (int i = 0; i < 8; ++i) h[i] = from_float<T>(f[i]);
+    *reinterpret_cast<uint4*>(p) = *reinterpret_cast<const uint4*>(h);
+}
+
+// cp.async (sm_80+): a 16-byte copy global -> shared that holds no register while in
+// flight, so a CTA can keep tens of kilobytes of loads outstanding. Copies issued between
+// two commits form a group; wait<N> returns once at most N groups are still in flight.
+__device__ __forceinline__ void cp_async16(void* smem_dst, const void* gmem_src) {
+    const unsigned dst = static_cast<unsigned>(__cvta_generic_to_shared(smem_dst));
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(dst), "l"(gmem_src) : "memory");
+}
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;" ::: "memory"); }
+template <int N>
+__device__ __forceinline__ void cp_async_wait() { asm volatile("cp.async.wait_group %0;" ::"n"(N) : "memory"); }
 
 __device__ __forceinline__ float warp_max(float v) {
 #pragma unroll

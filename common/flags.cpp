@@ -26,7 +26,10 @@ std::vector<int> parse_int_list(const std::string& flag, const std::string& text
     std::vector<int> out;
     std::stringstream ss(text);
     std::string item;
-    while (std::getline(ss, item, ',')) out.push_back(static_cast<int>(parse_integer(flag, item, lo, hi)));
+    while (std::getline(ss, item, ',')) {
+        if (item.empty()) throw FlagError(flag + " has an empty item in '" + text + "'");
+        out.push_back(static_cast<int>(parse_integer(flag, item, lo, hi)));
+    }
     if (out.empty() || text.back() == ',') throw FlagError(flag + " expects a comma-separated list of integers, got '" + text + "'");
     return out;
 }

@@ -10,4 +10,8 @@ namespace pa {
 // launchers can call it every time without adding host work to timed launches.
 void opt_in_max_dynamic_smem(const void* kernel);
 
+// The most dynamic shared memory one CTA of `kernel` can have on the current device:
+// the per-block opt-in limit less the kernel's own static shared memory.
+int max_dynamic_smem(const void* kernel);
+
 }  // namespace pa

@@ -30,6 +30,11 @@ BlockTable build_block_table(const std::vector<int>& context_lens, int block_siz
     std::iota(perm.begin(), perm.end(), 0);
     Rng rng(seed, 0xb10c);
     for (int i = bt.num_blocks - 1; i > 0; --i) std::swap(perm[i], perm[rng.below(static_cast<uint64_t>(i) + 1)]);
+    // Never the identity (a shuffle of a few blocks can draw it): a kernel that ignores the
+    // table must fail.
+    bool identity = true;
+    for (int i = 0; i < bt.num_blocks && identity; ++i) identity = perm[i] == i;
+    if (identity) std::rotate(perm.begin(), perm.begin() + 1, perm.end());
 
     // perm[0 .. owned) are the sequences' pages in order; the rest are unowned.
     const int unowned = perm[owned];

@@ -1,0 +1,218 @@
+// Every instantiation of lesson 02's kernel, compiled once, and the launcher.
+#include "thread_group_decode.h"
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include <algorithm>
+
+#include "cuda_check.cuh"
+#include "launch_utils.cuh"
+#include "table.h"
+#include "thread_group_decode.cuh"
+
+namespace lesson02 {
+
+std::string config_name(const Config& c) {
+    std::string n = std::string(c.mapping == Mapping::per_head ? "per_head" : "grouped") + "_tgs" + std::to_string(c.tgs);
+    if (!c.wide_k) return n + "_scalar_k";
+    if (!c.q_regs) return n + "_q_smem";
+    return n;
+}
+
+int heads_per_cta(const Config& c, int group) {
+    if (c.mapping == Mapping::per_head || group == 1) return 1;
+    for (int g : {2, 4, 8, 32})
+        if (group <= g) return g;
+    return 0;  // not supported
+}
+
+std::string why_not(const Config& c, const pa::DecodeShape& s) {
+    if (c.tgs != 4 && c.tgs != 8 && c.tgs != 16) return "THREAD_GROUP_SIZE must be 4, 8 or 16";
+    if (heads_per_cta(c, s.group()) == 0)
+        return pa::strf("the grouped CTA serves at most 32 query heads; group %d needs the per_head mapping", s.group());
+    if ((!c.wide_k || !c.q_regs) && (c.mapping != Mapping::grouped || c.tgs != 8 || s.D != 128))
+        return "the ablation steps are built for grouped TGS 8, D 128 only";
+    return "";
+}
+
+namespace {
+
+// Logits of one chunk get at most this much shared memory; a longer context is walked in chunks.
+constexpr int kLogitBudgetBytes = 32 * 1024;
+
+int chunk_tokens(int group_max, int max_ctx) {
+    const int budget = kLogitBudgetBytes / (4 * group_max) / kChunkAlign * kChunkAlign;
+    const int whole = (max_ctx + kChunkAlign - 1) / kChunkAlign * kChunkAlign;
+    return std::max(kChunkAlign, std::min(budget, whole));
+}
+
+struct Resolved {
+    const void* kernel = nullptr;
+    int token_lanes = 0;
+};
+
+template <class T, int D, int TGS, int G, bool W, bool R>
+Resolved resolve_one() {
+    return {reinterpret_cast<const void*>(thread_group_decode_kernel<T, D, TGS, G, W, R>), PvLayout<D, G>::kTokenLanes};
+}
+
+template <class T, int D, int TGS, bool W, bool R>
+Resolved resolve_group(int g) {
+    switch (g) {
+        case 1: return resolve_one<T, D, TGS, 1, W, R>();
+        case 2: return resolve_one<T, D, TGS, 2, W, R>();
+        case 4: return resolve_one<T, D, TGS, 4, W, R>();
+        case 8: return resolve_one<T, D, TGS, 8, W, R>();
+        case 32: return resolve_one<T, D, TGS, 32, W, R>();
+        default: return {};
+    }
+}
+
+template <class T, int D, bool W, bool R>
+Resolved resolve_tgs(int tgs, int g) {
+    if constexpr (W && R) {
+        if (tgs == 4) return resolve_group<T, D, 4, W, R>(g);
+        if (tgs == 16) return resolve_group<T, D, 16, W, R>(g);
+    }
+    if (tgs == 8) return resolve_group<T, D, 8, W, R>(g);
+    return {};
+}
+
+template <class T>
+Resolved resolve_dtype(const Config& c, int D, int g) {
+    if (!c.wide_k) return D == 128 ? resolve_tgs<T, 128, false, false>(c.tgs, g) : Resolved{};  // baseline: q in smem too
+    if (!c.q_regs) return D == 128 ? resolve_tgs<T, 128, true, false>(c.tgs, g) : Resolved{};
+    switch (D) {
+        case 64: return resolve_tgs<T, 64, true, true>(c.tgs, g);
+        case 128: return resolve_tgs<T, 128, true, true>(c.tgs, g);
+        case 256: return resolve_tgs<T, 256, true, true>(c.tgs, g);
+        default: return {};
+    }
+}
+
+Resolved resolve(const Config& c, pa::DType t, int D, int group_max) {
+    return t == pa::DType::fp16 ? resolve_dtype<__half>(c, D, group_max) : resolve_dtype<__nv_bfloat16>(c, D, group_max);
+}
+
+struct Plan {
+    Resolved r;
+    int chunk = 0;
+    size_t smem = 0;
+    dim3 grid;
+};
+
+Plan plan(const Config& c, pa::DType t, int B, int H, int Hkv, int D, int max_ctx) {
+    const int g = heads_per_cta(c, H / Hkv);
+    Plan p;
+    p.r = resolve(c, t, D, g);
+    if (!p.r.kernel) throw pa::CudaError("lesson02: no kernel built for " + config_name(c) + " with D " + std::to_string(D));
+    p.chunk = chunk_tokens(g, max_ctx);
+    p.smem = sizeof(float) * smem_words(D, g, p.chunk, p.r.token_lanes);
+    p.grid = dim3(c.mapping == Mapping::per_head ? H : Hkv, B);
+    return p;
+}
+
+}  // namespace
+
+void launch(const pa::PagedDecodeArgs& a, const Config& c, cudaStream_t stream) {
+    const Plan p = plan(c, a.dtype, a.B, a.H, a.Hkv, a.D, a.max_ctx);
+    pa::opt_in_max_dynamic_smem(p.r.kernel);
+    void* out = a.out;
+    const void *q = a.q, *k = a.k_cache, *v = a.v_cache;
+    const int* bt = a.block_table;
+    const int* cl = a.context_lens;
+    int H = a.H, Hkv = a.Hkv, group = a.H / a.Hkv, bs = a.block_size, mbps = a.max_blocks_per_seq, chunk = p.chunk;
+    float scale = a.scale;
+    void* args[] = {&out, &q, &k, &v, &bt, &cl, &H, &Hkv, &group, &bs, &mbps, &scale, &chunk};
+    CUDA_CHECK(cudaLaunchKernel(p.r.kernel, p.grid, dim3(kThreads), args, p.smem, stream));
+}
+
+pa::LaunchGeometry geometry(const Config& c, const pa::DecodeShape& s, const pa::DeviceInfo&) {
+    const Plan p = plan(c, s.dtype, s.B, s.H, s.Hkv, s.D, s.max_ctx());
+    pa::opt_in_max_dynamic_smem(p.r.kernel);
+    pa::LaunchGeometry g;
+    g.ctas = static_cast<long long>(p.grid.x) * p.grid.y;
+    g.threads = kThreads;
+    g.smem_bytes = static_cast<int>(p.smem);
+    CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&g.ctas_per_sm, p.r.kernel, g.threads, p.smem));
+    return g;
+}
+
+// The rule (see README): the grouped CTA when it leaves at least one CTA per SM, since it
+// reads K/V once for the whole group; otherwise one CTA per query head, for parallelism.
+// TGS 16 from 64 sequences up, else 8 (the H200 post's rule), both re-measured here.
+Config auto_config(int B, int H, int Hkv, int sms) {
+    Config c;
+    const int group = H / Hkv;
+    const long long grouped_ctas = static_cast<long long>(B) * Hkv;
+    c.mapping = (group > 1 && grouped_ctas >= sms && heads_per_cta(c, group) > 0) ? Mapping::grouped : Mapping::per_head;
+    c.tgs = B >= 64 ? 16 : 8;
+    return c;
+}
+
+Config auto_config(const pa::DecodeShape& s, const pa::DeviceInfo& info) { return auto_config(s.B, s.H, s.Hkv, info.sms); }
+
+std::string auto_reason(const pa::DecodeShape& s, const pa::DeviceInfo& info) {
+    const Config c = auto_config(s, info);
+    return pa::strf("%s (group %d, B*Hkv %lld vs %d SMs, B %d)", config_name(c).c_str(), s.group(),
+                    static_cast<long long>(s.B) * s.Hkv, info.sms, s.B);
+}
+
+pa::DecodeVariant variant(const Config& c) {
+    pa::DecodeVariant v;
+    v.name = config_name(c);
+    v.why_not = [c](const pa::DecodeShape& s, const pa::DeviceInfo&) { return why_not(c, s); };
+    v.launch = [c](const pa::PagedDecodeArgs& a, cudaStream_t st) { launch(a, c, st); };
+    v.geometry = [c](const pa::DecodeShape& s, const pa::DeviceInfo& info) { return geometry(c, s, info); };
+    return v;
+}
+
+pa::DecodeVariant auto_variant(const pa::DeviceInfo& info) {
+    pa::DecodeVariant v;
+    v.name = "auto";
+    v.why_not = [](const pa::DecodeShape& s, const pa::DeviceInfo& i) { return why_not(auto_config(s, i), s); };
+    const int sms = info.sms;  // the choice needs only the shape and the SM count
+    v.launch = [sms](const pa::PagedDecodeArgs& a, cudaStream_t st) { launch(a, auto_config(a.B, a.H, a.Hkv, sms), st); };
+    v.geometry = [](const pa::DecodeShape& s, const pa::DeviceInfo& i) { return geometry(auto_config(s, i), s, i); };
+    return v;
+}
+
+std::vector<pa::DecodeVariant> all_variants(const pa::DeviceInfo& info) {
+    std::vector<pa::DecodeVariant> out;
+    for (Mapping m : {Mapping::per_head, Mapping::grouped})
+        for (int tgs : {4, 8, 16}) out.push_back(variant({m, tgs, true, true}));
+    out.push_back(variant({Mapping::grouped, 8, false, false}));
+    out.push_back(variant({Mapping::grouped, 8, true, false}));
+    out.push_back(auto_variant(info));
+    return out;
+}
+
+std::vector<pa::DecodeShape> uneven_check_shapes() {
+    auto shape = [](const std::string& name, int B, int H, int Hkv, std::vector<int> ctx, int D, int bs, pa::DType t) {
+        pa::DecodeShape s;
+        s.name = name;
+        s.B = B;
+        s.H = H;
+        s.Hkv = Hkv;
+        s.D = D;
+        s.block_size = bs;
+        s.dtype = t;
+        s.ctx = std::move(ctx);
+        return s;
+    };
+    const pa::DType f = pa::DType::fp16, b = pa::DType::bf16;
+    return {
+        // one CTA step is 32, 16 or 8 tokens (TGS 4, 8, 16), twice or four times that with the unroll
+        shape("uneven-steps-D128", 8, 8, 4, {1, 7, 9, 15, 17, 31, 33, 63}, 128, 16, b),
+        shape("uneven-steps-D64", 6, 4, 2, {3, 5, 13, 65, 127, 129}, 64, 8, f),
+        shape("uneven-steps-D256", 4, 2, 1, {11, 19, 37, 71}, 256, 32, f),
+        // chunks: 8192 tokens for one head a CTA, 1024 for groups of 8, 256 for 32
+        shape("chunks-g1", 2, 2, 2, {8193, 9001}, 128, 16, b),
+        shape("chunks-g8", 3, 16, 2, {1024, 1025, 2500}, 128, 16, f),
+        shape("chunks-g32", 2, 32, 1, {257, 1000}, 128, 32, b),
+        shape("chunks-g6-as-8", 2, 12, 2, {1030, 700}, 128, 16, f),
+    };
+}
+
+}  // namespace lesson02

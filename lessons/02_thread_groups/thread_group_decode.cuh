@@ -1,0 +1,392 @@
+// Lesson 02: thread groups, wide loads, q in registers, and the GQA-grouped CTA.
+//
+// What changed since lesson 01, and why:
+//  * THREAD_GROUP_SIZE (TGS) lanes share one token's q.k. Each lane holds D/TGS elements
+//    of q in registers and reads its slice of the K row 16 bytes at a time (lesson 01:
+//    one thread, one whole row, 2-byte loads, neighbouring lanes 256 bytes apart). The
+//    group adds its partial sums with __shfl_xor_sync under a mask of *its own lanes*.
+//  * V is read 16 bytes at a time too: a thread owns 8 output dims of a few heads.
+//  * K and V reach shared memory through a ring of cp.async tiles (64 tokens each). A
+//    16-byte register load holds its register until the data arrives, so registers cap
+//    the bytes a CTA has in flight far below what DRAM latency needs when only one or two
+//    CTAs share an SM; cp.async holds none, and the ring keeps two tiles on their way.
+//  * One CTA can serve several query heads (GROUP_MAX > 1: the GQA-grouped CTA, one CTA
+//    per (sequence, KV head)): each K/V element is loaded once for all `group` heads
+//    instead of once per head. Their logits need GROUP_MAX times the shared memory, so the
+//    context is walked in chunks with a running max and sum per head (the softmax is
+//    rescaled when a later chunk raises the max); with one chunk this is lesson 01's softmax.
+// Run: lesson02_thread_groups [--check | --bench] [--shape NAME] [--variant grouped_tgs8]
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include "device_math.cuh"
+
+namespace lesson02 {
+
+constexpr int kThreads = 128;
+constexpr int kWarps = kThreads / 32;
+constexpr int kChunkAlign = 32;  // chunks start on a page boundary for every page size (8/16/32)
+constexpr int kTile = 64;        // tokens per cp.async tile
+constexpr int kStages = 3;       // tiles in the ring: one being read, two in flight
+
+// A staged K or V row is padded by 16 bytes, so that thread groups reading different rows
+// at the same offset fall on different shared-memory banks.
+__host__ __device__ constexpr int tile_row_elems(int head_size) { return head_size + 8; }
+
+// How the PV step spreads a CTA's 128 threads. A thread owns one 16-byte vector (8 dims)
+// of a few heads, so each V read serves every head the thread owns; when a CTA has more
+// heads they are split over head groups (more accumulators would spill registers). The
+// remaining threads split the tile's tokens into token lanes.
+template <int HEAD_SIZE, int GROUP_MAX>
+struct PvLayout {
+    static constexpr int kVecsPerRow = HEAD_SIZE / 8;               // 8, 16 or 32
+    // Up to 2 heads for groups up to 4, else 4 (32 accumulators), or more when the threads
+    // run out (D 256 with 32 heads: 8).
+    static constexpr int kMinHeads = GROUP_MAX * kVecsPerRow / kThreads;
+    static constexpr int kHeadsPerThread = GROUP_MAX <= 4 ? (GROUP_MAX < 2 ? GROUP_MAX : 2) : (kMinHeads > 4 ? kMinHeads : 4);
+    static constexpr int kHeadGroups = GROUP_MAX / kHeadsPerThread;
+    static constexpr int kTokenLanes = kThreads / (kVecsPerRow * kHeadGroups);
+    static_assert(kTokenLanes >= 1 && kVecsPerRow * kHeadGroups * kTokenLanes == kThreads, "PV layout must use every thread");
+    static_assert(kHeadsPerThread * kHeadGroups == GROUP_MAX, "GROUP_MAX must be a power of two");
+};
+
+// Dynamic shared memory, in 4-byte words:
+//   tiles   [kStages][kTile][D + 8] K or V elements (2 bytes each)
+//   q       [GROUP_MAX][HEAD_SIZE] floats, pre-scaled
+//   logits  [GROUP_MAX][chunk + 1] floats (the +1 staggers the rows across banks); at the
+//           end the token lanes' PV partials [token_lanes][GROUP_MAX][HEAD_SIZE] reuse it
+//   pages   [chunk / 8] ints: the chunk's physical block ids (chunks start on a page)
+__host__ __device__ constexpr int tile_words(int head_size) { return kStages * kTile * tile_row_elems(head_size) / 2; }
+__host__ __device__ constexpr int logits_stride(int chunk) { return chunk + 1; }
+__host__ __device__ constexpr int body_words(int head_size, int group_max, int chunk, int token_lanes) {
+    const int logits = group_max * logits_stride(chunk);
+    const int pv_partials = token_lanes > 1 ? token_lanes * group_max * head_size : 0;
+    return logits > pv_partials ? logits : pv_partials;
+}
+__host__ __device__ constexpr int smem_words(int head_size, int group_max, int chunk, int token_lanes) {
+    return tile_words(head_size) + group_max * head_size + body_words(head_size, group_max, chunk, token_lanes) + chunk / 8;
+}
+
+// A K row slice of ELEMS elements for lane `lane` of a group: 16-byte pieces c = lane + i*TGS
+// (8 elements each), so one read of a group covers TGS*16 contiguous bytes. With 4 elements
+// per lane (D 64, TGS 16) the pieces are 8 bytes.
+template <int ELEMS>
+struct SliceShape {
+    static constexpr int kPiece = ELEMS >= 8 ? 8 : ELEMS;
+    static constexpr int kPieces = ELEMS / kPiece;
+    static_assert(kPiece == 8 || kPiece == 4, "a lane's slice must be 4 or a multiple of 8 elements");
+};
+
+// Reads a lane's slice of a staged K row into floats: 16-byte (8-byte) reads when WIDE,
+// else one 2-byte read per element (the ablation baseline, as the H200 post's SASS showed).
+template <class scalar_t, int ELEMS, int TGS, bool WIDE>
+__device__ __forceinline__ void read_slice(const scalar_t* row, int lane_in_group, float (&f)[ELEMS]) {
+    using S = SliceShape<ELEMS>;
+#pragma unroll
+    for (int i = 0; i < S::kPieces; ++i) {
+        const scalar_t* p = row + (lane_in_group + i * TGS) * S::kPiece;
+        if constexpr (!WIDE) {
+#pragma unroll
+            for (int e = 0; e < S::kPiece; ++e) f[i * S::kPiece + e] = pa::to_float(p[e]);
+        } else if constexpr (S::kPiece == 8) {
+            float v[8];
+            pa::load8(p, v);
+#pragma unroll
+            for (int e = 0; e < 8; ++e) f[i * 8 + e] = v[e];
+        } else {
+            float v[4];
+            pa::load4(p, v);
+#pragma unroll
+            for (int e = 0; e < 4; ++e) f[i * 4 + e] = v[e];
+        }
+    }
+}
+
+// The element index of slice element j of lane `lane_in_group` (the inverse of read_slice).
+template <int ELEMS, int TGS>
+__device__ __forceinline__ int slice_dim(int lane_in_group, int j) {
+    using S = SliceShape<ELEMS>;
+    return (lane_in_group + (j / S::kPiece) * TGS) * S::kPiece + j % S::kPiece;
+}
+
+// Starts the copy of tile i of a chunk (K tiles first, then V tiles) into its ring slot,
+// 16 bytes per cp.async, and commits a group: every thread commits one per tile, empty or
+// not, so that wait<kStages - 2> always means "the tile about to be read has landed".
+template <class scalar_t, int HEAD_SIZE>
+__device__ __forceinline__ void issue_tile(scalar_t* tiles, int i, int num_k_tiles, int chunk_len,
+                                           const scalar_t* __restrict__ k_cache, const scalar_t* __restrict__ v_cache,
+                                           const int* chunk_pages, int Hkv, int kv_head, int block_shift) {
+    constexpr int kRow = tile_row_elems(HEAD_SIZE);
+    constexpr int kPiecesPerRow = HEAD_SIZE / 8;  // 16-byte pieces in a K or V row
+    if (i < 2 * num_k_tiles) {
+        const scalar_t* cache = i < num_k_tiles ? k_cache : v_cache;
+        const int tile0 = (i % num_k_tiles) * kTile;
+        scalar_t* buf = tiles + (i % kStages) * kTile * kRow;  // [kTile][kRow]
+        for (int p = threadIdx.x; p < kTile * kPiecesPerRow; p += kThreads) {
+            const int tt = p / kPiecesPerRow, piece = p % kPiecesPerRow;
+            const int t = tile0 + tt;
+            if (t < chunk_len) {  // never a slot past the sequence's end (those hold NaN in tests)
+                // cache[block, kv_head, t % block_size, piece * 8 .. + 8] (block sizes are powers of two)
+                const int block_size = 1 << block_shift;
+                const scalar_t* src = cache + ((static_cast<size_t>(chunk_pages[t >> block_shift]) * Hkv + kv_head) * block_size +
+                                               (t & (block_size - 1))) * HEAD_SIZE + piece * 8;
+                pa::cp_async16(buf + tt * kRow + piece * 8, src);
+            }
+        }
+    }
+    pa::cp_async_commit();
+}
+
+// GROUP_MAX: query heads one CTA serves. 1 = one CTA per query head (grid (H, B));
+//   > 1 = one CTA per KV head (grid (Hkv, B)), heads >= group are idle (group 6 runs as 8).
+// WIDE_K: 16-byte reads of the K slice (false: one 2-byte read per element; ablation).
+// Q_REGS: q slice in registers (false: read from shared memory for every token). Only
+//   taken when GROUP_MAX * D / TGS <= 64 floats fit; past that q stays in shared memory.
+template <class scalar_t, int HEAD_SIZE, int TGS, int GROUP_MAX, bool WIDE_K, bool Q_REGS>
+__global__ void __launch_bounds__(kThreads, 1)
+thread_group_decode_kernel(scalar_t* __restrict__ out,             // [B, H, D]
+                           const scalar_t* __restrict__ q,         // [B, H, D]
+                           const scalar_t* __restrict__ k_cache,   // [num_blocks, Hkv, block_size, D]
+                           const scalar_t* __restrict__ v_cache,   // [num_blocks, Hkv, block_size, D]
+                           const int* __restrict__ block_table,    // [B, max_blocks_per_seq]
+                           const int* __restrict__ context_lens,   // [B]
+                           int H, int Hkv, int group, int block_size, int max_blocks_per_seq, float scale,
+                           int chunk) {
+    static_assert(TGS == 4 || TGS == 8 || TGS == 16, "THREAD_GROUP_SIZE is 4, 8 or 16");
+    constexpr int ELEMS = HEAD_SIZE / TGS;               // q and K elements per lane
+    constexpr int kGroups = kThreads / TGS;              // tokens of a tile taken at once
+    constexpr bool kQInRegs = Q_REGS && GROUP_MAX * ELEMS <= 64;
+    constexpr int kRow = tile_row_elems(HEAD_SIZE);
+    using Pv = PvLayout<HEAD_SIZE, GROUP_MAX>;
+
+    const int seq = blockIdx.y;
+    const int kv_head = GROUP_MAX == 1 ? blockIdx.x / group : blockIdx.x;
+    const int first_head = GROUP_MAX == 1 ? blockIdx.x : blockIdx.x * group;
+    const int num_heads = GROUP_MAX == 1 ? 1 : group;   // <= GROUP_MAX
+    const int ctx = context_lens[seq];
+    const int block_shift = __ffs(block_size) - 1;  // block_size is 8, 16 or 32
+    const int* seq_pages = block_table + static_cast<size_t>(seq) * max_blocks_per_seq;
+
+    extern __shared__ __align__(16) float smem[];
+    scalar_t* tiles = reinterpret_cast<scalar_t*>(smem);                  // [kStages][kTile][kRow]
+    float* q_smem = smem + tile_words(HEAD_SIZE);                         // [GROUP_MAX][HEAD_SIZE]
+    float* logits = q_smem + GROUP_MAX * HEAD_SIZE;                       // [GROUP_MAX][chunk + 1]
+    const int stride = logits_stride(chunk);
+    int* chunk_pages = reinterpret_cast<int*>(logits + body_words(HEAD_SIZE, GROUP_MAX, chunk, Pv::kTokenLanes));
+    __shared__ float m_run[GROUP_MAX], l_run[GROUP_MAX], alpha[GROUP_MAX];  // running softmax state per head
+    __shared__ float red_max[kWarps], red_sum[kWarps];
+
+    for (int i = threadIdx.x; i < GROUP_MAX * HEAD_SIZE; i += kThreads) {
+        const int h = i / HEAD_SIZE, d = i % HEAD_SIZE;
+        q_smem[i] = h < num_heads ? pa::to_float(q[(static_cast<size_t>(seq) * H + first_head + h) * HEAD_SIZE + d]) * scale : 0.f;
+    }
+    if (threadIdx.x < GROUP_MAX) {
+        m_run[threadIdx.x] = -INFINITY;
+        l_run[threadIdx.x] = 0.f;
+    }
+    __syncthreads();
+
+    const int lane = threadIdx.x % 32;
+    const int warp = threadIdx.x / 32;
+    const int group_idx = threadIdx.x / TGS;        // which token of the tile this group takes
+    const int lane_in_group = threadIdx.x % TGS;
+    // The group's own lanes. A full-warp mask (0xffffffff) here hangs or reads garbage when
+    // a tile's token count is not a multiple of kGroups: the warp's groups leave the token
+    // loop at different times, and a shuffle waits for lanes that will never arrive.
+    const unsigned group_mask = ((1u << TGS) - 1u) << (lane / TGS * TGS);
+
+    float q_frag[kQInRegs ? GROUP_MAX : 1][kQInRegs ? ELEMS : 1];
+    if constexpr (kQInRegs) {
+#pragma unroll
+        for (int h = 0; h < GROUP_MAX; ++h)
+#pragma unroll
+            for (int j = 0; j < ELEMS; ++j) q_frag[h][j] = q_smem[h * HEAD_SIZE + slice_dim<ELEMS, TGS>(lane_in_group, j)];
+    }
+
+    // PV ownership: 8 dims (one 16-byte vector) of heads_per_thread heads, tokens split by lane.
+    const int pv_vec = threadIdx.x % Pv::kVecsPerRow;
+    const int pv_head_group = threadIdx.x / Pv::kVecsPerRow % Pv::kHeadGroups;
+    const int pv_token_lane = threadIdx.x / (Pv::kVecsPerRow * Pv::kHeadGroups);
+    float acc[Pv::kHeadsPerThread][8];
+#pragma unroll
+    for (int j = 0; j < Pv::kHeadsPerThread; ++j)
+#pragma unroll
+        for (int e = 0; e < 8; ++e) acc[j][e] = 0.f;
+
+    for (int t0 = 0; t0 < ctx; t0 += chunk) {
+        const int chunk_len = min(chunk, ctx - t0);
+        const int first_page = t0 / block_size;   // t0 is a multiple of 32, so of block_size
+        const int num_pages = (chunk_len + block_size - 1) / block_size;
+        for (int i = threadIdx.x; i < num_pages; i += kThreads) chunk_pages[i] = seq_pages[first_page + i];
+        __syncthreads();
+
+        // The chunk is streamed as K tiles 0 .. num_k_tiles-1, then V tiles: one sequence of
+        // 2 * num_k_tiles tiles through the ring, so the first V tiles load during the last
+        // K tiles and the softmax.
+        const int num_k_tiles = (chunk_len + kTile - 1) / kTile;
+        const int num_tiles = 2 * num_k_tiles;
+#pragma unroll
+        for (int s = 0; s < kStages - 1; ++s)
+            issue_tile<scalar_t, HEAD_SIZE>(tiles, s, num_k_tiles, chunk_len, k_cache, v_cache, chunk_pages, Hkv, kv_head, block_shift);
+
+        for (int i = 0; i < num_tiles; ++i) {
+            pa::cp_async_wait<kStages - 2>();
+            __syncthreads();  // tile i is visible to all, and everyone is done with tile i-1's buffer
+            issue_tile<scalar_t, HEAD_SIZE>(tiles, i + kStages - 1, num_k_tiles, chunk_len, k_cache, v_cache, chunk_pages, Hkv,
+                                            kv_head, block_shift);
+            const scalar_t* buf = tiles + (i % kStages) * kTile * kRow;   // [kTile][kRow]
+            const int tile0 = (i % num_k_tiles) * kTile;
+            const int n = min(kTile, chunk_len - tile0);
+
+            if (i < num_k_tiles) {
+                // 1. logits[h][t] = q_h . k_t for every head of the CTA, one token per thread group,
+                //    two tokens per step and four partial sums per dot product: a single chain
+                //    of dependent FMAs would leave the SM waiting on arithmetic latency.
+                for (int tt = group_idx; tt < n; tt += 2 * kGroups) {  // groups leave at different times
+                    const bool second = tt + kGroups < n;               // the same for the group's lanes
+                    float kf[2][ELEMS];
+                    read_slice<scalar_t, ELEMS, TGS, WIDE_K>(buf + tt * kRow, lane_in_group, kf[0]);
+                    if (second) {
+                        read_slice<scalar_t, ELEMS, TGS, WIDE_K>(buf + (tt + kGroups) * kRow, lane_in_group, kf[1]);
+                    } else {
+#pragma unroll
+                        for (int j = 0; j < ELEMS; ++j) kf[1][j] = 0.f;
+                    }
+#pragma unroll
+                    for (int h = 0; h < GROUP_MAX; ++h) {  // idle heads (h >= num_heads) have q = 0: harmless
+                        float part[2][4] = {};
+#pragma unroll
+                        for (int j = 0; j < ELEMS; ++j) {
+                            const float qj = kQInRegs ? q_frag[kQInRegs ? h : 0][kQInRegs ? j : 0]
+                                                      : q_smem[h * HEAD_SIZE + slice_dim<ELEMS, TGS>(lane_in_group, j)];
+                            part[0][j % 4] += qj * kf[0][j];
+                            part[1][j % 4] += qj * kf[1][j];  // 0 when !second, and never stored
+                        }
+                        float dot0 = (part[0][0] + part[0][1]) + (part[0][2] + part[0][3]);
+                        float dot1 = (part[1][0] + part[1][1]) + (part[1][2] + part[1][3]);
+#pragma unroll
+                        for (int o = TGS / 2; o > 0; o >>= 1) {
+                            dot0 += __shfl_xor_sync(group_mask, dot0, o);
+                            dot1 += __shfl_xor_sync(group_mask, dot1, o);
+                        }
+                        if (lane_in_group == h % TGS) {  // spread the stores over the lanes
+                            logits[h * stride + tile0 + tt] = dot0;
+                            if (second) logits[h * stride + tile0 + tt + kGroups] = dot1;
+                        }
+                    }
+                }
+                continue;
+            }
+
+            if (i == num_k_tiles) {
+                // 2. All logits of the chunk are written (the barrier above). Per head: chunk
+                //    max, new running max, rescale factor alpha, p = exp(logit - max), running
+                //    sum. Fewer heads than warps: several warps share a head's tokens.
+                constexpr int kWarpsPerHead = GROUP_MAX >= kWarps ? 1 : kWarps / GROUP_MAX;
+                constexpr int kHeadsPerPass = kWarps / kWarpsPerHead;
+                const int part = warp % kWarpsPerHead;
+                for (int h0 = 0; h0 < num_heads; h0 += kHeadsPerPass) {  // one pass when kWarpsPerHead > 1
+                    const int h = h0 + warp / kWarpsPerHead;
+                    const bool active = h < num_heads;
+                    float* row = logits + h * stride;
+                    const float m_old = active ? m_run[h] : 0.f;
+                    float cmax = -INFINITY;
+                    if (active)
+                        for (int t = part * 32 + lane; t < chunk_len; t += 32 * kWarpsPerHead) cmax = fmaxf(cmax, row[t]);
+                    cmax = pa::warp_max(cmax);
+                    if constexpr (kWarpsPerHead > 1) {
+                        if (lane == 0) red_max[warp] = cmax;
+                        __syncthreads();
+                        for (int w = warp - part; w < warp - part + kWarpsPerHead; ++w) cmax = fmaxf(cmax, red_max[w]);
+                    }
+                    const float m_new = fmaxf(m_old, cmax);
+                    float sum = 0.f;
+                    if (active)
+                        for (int t = part * 32 + lane; t < chunk_len; t += 32 * kWarpsPerHead) {
+                            const float p = __expf(row[t] - m_new);
+                            row[t] = p;
+                            sum += p;
+                        }
+                    sum = pa::warp_sum(sum);
+                    if constexpr (kWarpsPerHead > 1) {
+                        if (lane == 0) red_sum[warp] = sum;
+                        __syncthreads();  // every warp of the head has read m_run[h] before it changes
+                        sum = 0.f;
+                        for (int w = warp - part; w < warp - part + kWarpsPerHead; ++w) sum += red_sum[w];
+                    }
+                    if (active && part == 0 && lane == 0) {
+                        const float a = __expf(m_old - m_new);  // 0 on the first chunk (m_old = -inf)
+                        alpha[h] = a;
+                        l_run[h] = l_run[h] * a + sum;
+                        m_run[h] = m_new;
+                    }
+                }
+                __syncthreads();
+#pragma unroll
+                for (int j = 0; j < Pv::kHeadsPerThread; ++j) {
+                    const int h = pv_head_group * Pv::kHeadsPerThread + j;
+                    const float a = h < num_heads ? alpha[h] : 0.f;
+#pragma unroll
+                    for (int e = 0; e < 8; ++e) acc[j][e] *= a;
+                }
+            }
+
+            // 3. acc += p_t v_t over the tile, one 16-byte vector of the staged V row a token.
+#pragma unroll 2
+            for (int tt = pv_token_lane; tt < n; tt += Pv::kTokenLanes) {
+                float v[8];
+                pa::load8(buf + tt * kRow + pv_vec * 8, v);
+#pragma unroll
+                for (int j = 0; j < Pv::kHeadsPerThread; ++j) {
+                    const int h = pv_head_group * Pv::kHeadsPerThread + j;
+                    if (h >= num_heads) break;
+                    const float p = logits[h * stride + tile0 + tt];
+#pragma unroll
+                    for (int e = 0; e < 8; ++e) acc[j][e] += p * v[e];
+                }
+            }
+        }
+        pa::cp_async_wait<0>();  // only empty groups can be left, but leave none behind
+        __syncthreads();         // logits, tiles and chunk_pages are rewritten by the next chunk
+    }
+
+    // 4. Token lanes add up (through shared memory), divide by the running sum, store 16 bytes.
+    if constexpr (Pv::kTokenLanes > 1) {
+        float* partials = logits;  // [token_lanes][GROUP_MAX][HEAD_SIZE], logits are dead now
+#pragma unroll
+        for (int j = 0; j < Pv::kHeadsPerThread; ++j) {
+            const int h = pv_head_group * Pv::kHeadsPerThread + j;
+#pragma unroll
+            for (int e = 0; e < 8; ++e)
+                partials[(pv_token_lane * GROUP_MAX + h) * HEAD_SIZE + pv_vec * 8 + e] = acc[j][e];
+        }
+        __syncthreads();
+        if (pv_token_lane == 0) {
+#pragma unroll
+            for (int j = 0; j < Pv::kHeadsPerThread; ++j) {
+                const int h = pv_head_group * Pv::kHeadsPerThread + j;
+                for (int lane_t = 1; lane_t < Pv::kTokenLanes; ++lane_t)
+#pragma unroll
+                    for (int e = 0; e < 8; ++e) acc[j][e] += partials[(lane_t * GROUP_MAX + h) * HEAD_SIZE + pv_vec * 8 + e];
+            }
+        }
+    }
+    if (pv_token_lane == 0) {
+#pragma unroll
+        for (int j = 0; j < Pv::kHeadsPerThread; ++j) {
+            const int h = pv_head_group * Pv::kHeadsPerThread + j;
+            if (h >= num_heads) break;
+            const float inv_l = 1.f / l_run[h];
+            float o[8];
+#pragma unroll
+            for (int e = 0; e < 8; ++e) o[e] = acc[j][e] * inv_l;
+            // out[seq, first_head + h, pv_vec * 8 .. + 8]
+            pa::store8(out + (static_cast<size_t>(seq) * H + first_head + h) * HEAD_SIZE + pv_vec * 8, o);
+        }
+    }
+}
+
+}  // namespace lesson02

@@ -1,0 +1,59 @@
+// Lesson 02's host interface: the kernel configurations, their launcher, the automatic
+// choice, and the variants as the decode driver runs them. Compiled once in
+// thread_group_decode.cu; main.cu and the tests use this header.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <string>
+#include <vector>
+
+#include "decode_args.h"
+#include "decode_driver.cuh"
+
+namespace lesson02 {
+
+enum class Mapping {
+    per_head,  // one CTA per (sequence, query head), as in lesson 01: grid (H, B)
+    grouped,   // one CTA per (sequence, KV head) serving its `group` query heads: grid (Hkv, B)
+};
+
+struct Config {
+    Mapping mapping = Mapping::grouped;
+    int tgs = 8;          // THREAD_GROUP_SIZE: 4, 8 or 16
+    bool wide_k = true;   // 16-byte K loads (false: 2-byte loads; ablation, grouped TGS 8, D 128 only)
+    bool q_regs = true;   // q slice in registers (false: shared memory; ablation, as above)
+};
+
+// CSV variant names: per_head_tgs8, grouped_tgs16, grouped_tgs8_scalar_k, grouped_tgs8_q_smem.
+std::string config_name(const Config& c);
+
+// Query heads one CTA computes (the kernel's GROUP_MAX): 1 per head; for grouped, the
+// group rounded up to 1, 2, 4, 8 or 32 (a group of 6 runs as 8 with two heads idle).
+int heads_per_cta(const Config& c, int group);
+
+// Empty if the configuration can run the shape, otherwise why not.
+std::string why_not(const Config& c, const pa::DecodeShape& s);
+
+void launch(const pa::PagedDecodeArgs& a, const Config& c, cudaStream_t stream);
+
+pa::LaunchGeometry geometry(const Config& c, const pa::DecodeShape& s, const pa::DeviceInfo& info);
+
+// The automatic choice of mapping and TGS (the rule is stated in the lesson README).
+Config auto_config(int B, int H, int Hkv, int sms);
+Config auto_config(const pa::DecodeShape& s, const pa::DeviceInfo& info);
+// One line saying which rule fired, for the printout.
+std::string auto_reason(const pa::DecodeShape& s, const pa::DeviceInfo& info);
+
+pa::DecodeVariant variant(const Config& c);
+pa::DecodeVariant auto_variant(const pa::DeviceInfo& info);  // named `auto`
+
+// per_head and grouped for TGS 4, 8, 16; the two ablation steps; auto.
+std::vector<pa::DecodeVariant> all_variants(const pa::DeviceInfo& info);
+
+// Shapes that catch the group-mask trap and the chunk walk: contexts that are not a
+// multiple of the tokens one CTA step handles (128 / TGS, times the unroll) for every
+// TGS, and contexts that cross one or more chunks for small and large groups.
+std::vector<pa::DecodeShape> uneven_check_shapes();
+
+}  // namespace lesson02

@@ -1,0 +1,74 @@
+#!/usr/bin/env bash
+# Builds every lesson and runs each one's check executable in order: the correctness
+# check (N/N PASS) and the measurement table, writing the rows to
+# plots/data/<gpu>/lessonNN.csv. Without a GPU it builds everything and says so.
+#
+#   bash scripts/run_lessons.sh          (from anywhere)
+#
+# Exit code: 0 when every lesson passed (or no GPU is visible), 1 otherwise.
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+# shellcheck source=scripts/install_prereqs.sh
+. scripts/install_prereqs.sh
+
+pa_ensure_cmake
+pa_ensure_cxx
+pa_ensure_nvcc
+pa_configure_and_build -DPA_BUILD_TESTS=OFF
+
+no_gpu_line="No CUDA GPU visible: built every lesson; skipped the GPU runs."
+
+lessons=()
+while IFS= read -r exe; do
+    if [ -f "$exe" ] && [ -x "$exe" ]; then lessons+=("$exe"); fi
+done < <(find "$PA_BUILD_DIR/bin" -maxdepth 1 -name 'lesson[0-9][0-9]_*' 2>/dev/null | LC_ALL=C sort)
+[ "${#lessons[@]}" -gt 0 ] || pa_fail "No lesson executables in $PA_BUILD_DIR/bin after the build (did every lesson get skipped for the configured GPU architectures?)."
+
+if ! pa_gpu_visible; then
+    echo "$no_gpu_line"
+    exit 0
+fi
+# nvidia-smi lists a GPU, but the CUDA runtime may still be unable to use it (a driver
+# older than the toolkit, say): a one-token check tells, and exits 3 when it cannot.
+probe_rc=0
+"${lessons[0]}" --check --B 1 --H 1 --Hkv 1 --ctx 1 >/dev/null 2>&1 || probe_rc=$?
+if [ "$probe_rc" -eq 3 ]; then
+    echo "$no_gpu_line"
+    exit 0
+fi
+
+gpu=$(pa_gpu_short_name)
+[ -n "$gpu" ] || gpu=unknown-gpu
+mkdir -p "plots/data/$gpu"
+
+failed=()
+skipped=()
+first=1
+for exe in "${lessons[@]}"; do
+    name=$(basename "$exe")
+    nn=${name:6:2}  # lessonNN_...
+    csv="plots/data/$gpu/lesson$nn.csv"
+    printf '\n===== %s (CSV: %s) =====\n' "$name" "$csv"
+    rc=0
+    "$exe" --csv "$csv" || rc=$?
+    if [ "$rc" -eq 3 ]; then  # no usable GPU, or one this lesson cannot use
+        if [ "$first" -eq 1 ]; then
+            rmdir -p "plots/data/$gpu" 2>/dev/null || true
+            echo "$no_gpu_line"
+            exit 0
+        fi
+        skipped+=("$name")
+    elif [ "$rc" -ne 0 ]; then
+        failed+=("$name (exit $rc)")
+    fi
+    first=0
+done
+
+echo
+echo "ran ${#lessons[@]} lessons on $gpu; CSV files in plots/data/$gpu/"
+[ "${#skipped[@]}" -eq 0 ] || echo "skipped on this GPU (each said why above): ${skipped[*]}"
+if [ "${#failed[@]}" -gt 0 ]; then
+    echo "FAILED: ${failed[*]}"
+    exit 1
+fi
+echo "all lessons passed"

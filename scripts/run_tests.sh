@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# Builds everything (every lesson and the tests) and runs the test suite with CTest.
+# Where a GPU is visible it runs all tests, GPU and compute-sanitizer ones included;
+# without one it runs the CPU tests and excludes the tests labelled `gpu`.
+#
+#   bash scripts/run_tests.sh          (from anywhere; .ci/run calls exactly this)
+#
+# Installs Catch2 v3 when it is missing and it can (apt, as root or through sudo).
+# Exit code: ctest's (or 1 when a prerequisite is missing).
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+# shellcheck source=scripts/install_prereqs.sh
+. scripts/install_prereqs.sh
+
+pa_ensure_cmake
+pa_ensure_cxx
+pa_ensure_nvcc
+pa_ensure_catch2
+pa_configure_and_build -DPA_BUILD_TESTS=ON
+
+jobs=$(pa_jobs)
+rc=0
+if pa_gpu_visible; then
+    ctest --test-dir "$PA_BUILD_DIR" --output-on-failure -j "$jobs" || rc=$?
+else
+    ctest --test-dir "$PA_BUILD_DIR" --output-on-failure -j "$jobs" -LE gpu || rc=$?
+    echo "No CUDA GPU visible: ran the CPU tests only; the gpu-labelled tests were excluded (ctest -LE gpu)."
+fi
+exit "$rc"

@@ -1,0 +1,139 @@
+// Lesson 02 (thread groups, both CTA mappings, the ablation steps, the automatic choice) on
+// the GPU, against the double-precision reference. Every test here is labelled `gpu`.
+#include <catch2/catch_test_macros.hpp>
+
+#include <string>
+#include <vector>
+
+#include "gpu_cases.h"
+#include "thread_group_decode.h"
+
+namespace {
+
+constexpr uint64_t kSeed = 20250202;  // printed in the test names: rerun a failure with it
+
+bool is_ablation(const pa::DecodeVariant& v) {
+    return v.name == "grouped_tgs8_scalar_k" || v.name == "grouped_tgs8_q_smem";
+}
+
+// The ablation steps exist for D 128 only; nothing else may refuse a random case.
+pa::testing::RandomCheckOptions ablation_may_refuse_other_d() {
+    pa::testing::RandomCheckOptions o;
+    o.may_refuse = [](const pa::DecodeVariant& v, const pa::DecodeShape& s) { return is_ablation(v) && s.D != 128; };
+    return o;
+}
+
+std::vector<pa::DecodeVariant> variants_named(const std::vector<std::string>& names) {
+    std::vector<pa::DecodeVariant> out;
+    for (const auto& v : lesson02::all_variants(pa::testing::gpu_for_test()))
+        for (const auto& n : names)
+            if (v.name == n) out.push_back(v);
+    REQUIRE(out.size() == names.size());
+    return out;
+}
+
+}  // namespace
+
+TEST_CASE("lesson02 per_head, every TGS, matches the reference on 60 random cases (seed 20250202)", "[gpu][lesson02]") {
+    const auto r = pa::testing::check_variants_on_random_cases(
+        variants_named({"per_head_tgs4", "per_head_tgs8", "per_head_tgs16"}), kSeed, 60);
+    CHECK(r.checked >= 180);
+    CHECK(r.passed == r.checked);
+    CHECK(r.refused == 0);
+}
+
+TEST_CASE("lesson02 grouped, every TGS, matches the reference on 60 random cases (seed 20250202)", "[gpu][lesson02]") {
+    const auto r = pa::testing::check_variants_on_random_cases(
+        variants_named({"grouped_tgs4", "grouped_tgs8", "grouped_tgs16"}), kSeed, 60);
+    CHECK(r.checked >= 180);
+    CHECK(r.passed == r.checked);
+    CHECK(r.refused == 0);
+}
+
+TEST_CASE("lesson02 ablation steps and auto match the reference on 60 random cases (seed 20250203)", "[gpu][lesson02]") {
+    const auto r = pa::testing::check_variants_on_random_cases(
+        variants_named({"grouped_tgs8_scalar_k", "grouped_tgs8_q_smem", "auto"}), kSeed + 1, 60, {},
+        ablation_may_refuse_other_d());
+    CHECK(r.passed == r.checked);
+    CHECK(r.checked >= 60 + 20);  // auto on every case, the ablation on the D 128 ones
+}
+
+// The group-mask trap: contexts that are not a multiple of the tokens a CTA step takes,
+// for every TGS and both mappings, and contexts that cross the chunk boundaries.
+TEST_CASE("lesson02 every variant passes the uneven-step and chunk-crossing shapes", "[gpu][lesson02]") {
+    const pa::DeviceInfo info = pa::testing::gpu_for_test();
+    std::vector<pa::DecodeShape> shapes = lesson02::uneven_check_shapes();
+    for (const auto& s : pa::decode_check_shapes()) shapes.push_back(s);
+    int runs = 0;
+    for (const auto& s : shapes) {
+        const pa::DecodeProblem p = pa::make_decode_problem(s, kSeed);
+        const std::vector<double> ref = pa::reference::softmax_decode(p);
+        pa::DeviceDecodeProblem dev(p);
+        for (const auto& v : lesson02::all_variants(info)) {
+            INFO(v.name << " on " << s.name);
+            const std::string why = v.why_not(s, info);
+            if (!why.empty()) {
+                CHECK(is_ablation(v));  // only the D-128-only ablation may refuse
+                continue;
+            }
+            const pa::CheckResult r = pa::check_once(v, dev, p, ref);
+            INFO(r.message);
+            CHECK(r.pass);
+            ++runs;
+        }
+    }
+    CHECK(runs >= static_cast<int>(shapes.size()) * 7);
+}
+
+TEST_CASE("lesson02 every context length 1..70 for every TGS (both mappings)", "[gpu][lesson02]") {
+    const pa::DeviceInfo info = pa::testing::gpu_for_test();
+    const auto variants = variants_named({"per_head_tgs4", "per_head_tgs8", "per_head_tgs16", "grouped_tgs4",
+                                          "grouped_tgs8", "grouped_tgs16"});
+    pa::DecodeShape s;
+    s.B = 70;
+    s.H = 8;
+    s.Hkv = 2;
+    s.D = 128;
+    s.block_size = 16;
+    s.dtype = pa::DType::bf16;
+    s.name = "ctx-1-to-70";
+    for (int c = 1; c <= 70; ++c) s.ctx.push_back(c);
+    const pa::DecodeProblem p = pa::make_decode_problem(s, kSeed + 2);
+    const std::vector<double> ref = pa::reference::softmax_decode(p);
+    pa::DeviceDecodeProblem dev(p);
+    for (const auto& v : variants) {
+        INFO(v.name);
+        const pa::CheckResult r = pa::check_once(v, dev, p, ref);
+        INFO(r.message);
+        CHECK(r.pass);
+    }
+}
+
+TEST_CASE("lesson02 grouped refuses a group above 32 by name; per_head runs it", "[gpu][lesson02]") {
+    const pa::DeviceInfo info = pa::testing::gpu_for_test();
+    pa::DecodeShape s = pa::make_decode_shape("g64", 2, 64, 1, 100, pa::DType::fp16);
+    const std::string why = lesson02::why_not({lesson02::Mapping::grouped, 8, true, true}, s);
+    CHECK(why.find("group 64") != std::string::npos);
+    const pa::DecodeProblem p = pa::make_decode_problem(s, kSeed);
+    pa::DeviceDecodeProblem dev(p);
+    const pa::CheckResult res =
+        pa::check_once(lesson02::variant({lesson02::Mapping::per_head, 8, true, true}), dev, p, pa::reference::softmax_decode(p));
+    INFO(res.message);
+    CHECK(res.pass);
+    CHECK(lesson02::auto_config(s, info).mapping == lesson02::Mapping::per_head);
+}
+
+TEST_CASE("lesson02 auto follows its stated rule", "[gpu][lesson02]") {
+    const int sms = 132;
+    using lesson02::Mapping;
+    // MQA with 16 sequences: grouped would leave 16 CTAs on 132 SMs
+    CHECK(lesson02::auto_config(16, 32, 1, sms).mapping == Mapping::per_head);
+    // GQA with B * Hkv >= SMs: grouped
+    CHECK(lesson02::auto_config(64, 8, 4, sms).mapping == Mapping::grouped);
+    CHECK(lesson02::auto_config(33, 8, 4, sms).mapping == Mapping::grouped);
+    CHECK(lesson02::auto_config(32, 8, 4, sms).mapping == Mapping::per_head);
+    // MHA: the two mappings are the same kernel; per_head by name
+    CHECK(lesson02::auto_config(128, 32, 32, sms).mapping == Mapping::per_head);
+    CHECK(lesson02::auto_config(64, 8, 4, sms).tgs == 16);
+    CHECK(lesson02::auto_config(63, 8, 4, sms).tgs == 8);
+}
