@@ -128,12 +128,15 @@ TEST_CASE("lesson02 auto follows its stated rule", "[gpu][lesson02]") {
     using lesson02::Mapping;
     // MQA with 16 sequences: grouped would leave 16 CTAs on 132 SMs
     CHECK(lesson02::auto_config(16, 32, 1, sms).mapping == Mapping::per_head);
-    // GQA with B * Hkv >= SMs: grouped
-    CHECK(lesson02::auto_config(64, 8, 4, sms).mapping == Mapping::grouped);
-    CHECK(lesson02::auto_config(33, 8, 4, sms).mapping == Mapping::grouped);
-    CHECK(lesson02::auto_config(32, 8, 4, sms).mapping == Mapping::per_head);
+    // GQA with 4 * B * Hkv >= SMs: grouped
+    CHECK(lesson02::auto_config(64, 32, 1, sms).mapping == Mapping::grouped);
+    CHECK(lesson02::auto_config(16, 64, 8, sms).mapping == Mapping::grouped);
+    CHECK(lesson02::auto_config(9, 8, 4, sms).mapping == Mapping::grouped);   // 36 CTAs
+    CHECK(lesson02::auto_config(4, 64, 8, sms).mapping == Mapping::per_head);  // 32 CTAs
     // MHA: the two mappings are the same kernel; per_head by name
     CHECK(lesson02::auto_config(128, 32, 32, sms).mapping == Mapping::per_head);
-    CHECK(lesson02::auto_config(64, 8, 4, sms).tgs == 16);
-    CHECK(lesson02::auto_config(63, 8, 4, sms).tgs == 8);
+    // a group above 32 has no grouped kernel
+    CHECK(lesson02::auto_config(64, 64, 1, sms).mapping == Mapping::per_head);
+    CHECK(lesson02::auto_config(64, 8, 4, sms).tgs == 4);
+    CHECK(lesson02::auto_config(1, 8, 4, sms).tgs == 4);
 }

@@ -172,8 +172,7 @@ int main(int argc, char** argv) {
         if (has_all(pa::table_a())) print_table_a(idx, info);
         if (has_all(pa::table_c_tgs_sweep())) print_tgs_sweep(idx, info);
         if (has_all(pa::table_c_ablation())) print_ablation(idx);
-        std::printf("\nauto rule: grouped when group > 1 and B*Hkv >= SMs (%d), else per_head; TGS 16 when B >= 64, else 8\n",
-                    info.sms);
+        std::printf("\nauto rule: grouped when group > 1 and 4 * B * Hkv >= SMs (%d), else per_head; TGS 4\n", info.sms);
         pa::write_csv_or_exit(kProgram, f.csv, rows);
         return failures == 0 ? 0 : 1;
     } catch (const std::exception& e) {

@@ -139,15 +139,20 @@ pa::LaunchGeometry geometry(const Config& c, const pa::DecodeShape& s, const pa:
     return g;
 }
 
-// The rule (see README): the grouped CTA when it leaves at least one CTA per SM, since it
-// reads K/V once for the whole group; otherwise one CTA per query head, for parallelism.
-// TGS 16 from 64 sequences up, else 8 (the H200 post's rule), both re-measured here.
+// The rule (see README), read off the measured sweep on an H200 (plots/data/h200/lesson02.csv):
+//  * mapping: the grouped CTA when the group is > 1 and its grid still has at least a
+//    quarter as many CTAs as there are SMs (B * Hkv * 4 >= SMs): it reads K/V once for the
+//    whole group. Below that, one CTA per query head: the parallelism is worth more than
+//    the re-reads, which the other heads' CTAs find in L2.
+//  * TGS 4 everywhere: K comes from shared memory, so a smaller group only means more
+//    tokens per step and a shorter shuffle tree; 8 and 16 were never faster by more than noise.
 Config auto_config(int B, int H, int Hkv, int sms) {
     Config c;
     const int group = H / Hkv;
     const long long grouped_ctas = static_cast<long long>(B) * Hkv;
-    c.mapping = (group > 1 && grouped_ctas >= sms && heads_per_cta(c, group) > 0) ? Mapping::grouped : Mapping::per_head;
-    c.tgs = B >= 64 ? 16 : 8;
+    const bool grouped_ok = heads_per_cta(Config{Mapping::grouped, 4, true, true}, group) > 0;
+    c.mapping = (group > 1 && grouped_ok && 4 * grouped_ctas >= sms) ? Mapping::grouped : Mapping::per_head;
+    c.tgs = 4;
     return c;
 }
 

@@ -6,7 +6,7 @@
 //    one thread, one whole row, 2-byte loads, neighbouring lanes 256 bytes apart). The
 //    group adds its partial sums with __shfl_xor_sync under a mask of *its own lanes*.
 //  * V is read 16 bytes at a time too: a thread owns 8 output dims of a few heads.
-//  * K and V reach shared memory through a ring of cp.async tiles (64 tokens each). A
+//  * K and V reach shared memory through a ring of cp.async tiles (32 KiB each). A
 //    16-byte register load holds its register until the data arrives, so registers cap
 //    the bytes a CTA has in flight far below what DRAM latency needs when only one or two
 //    CTAs share an SM; cp.async holds none, and the ring keeps two tiles on their way.
@@ -26,11 +26,13 @@
 
 namespace lesson02 {
 
-constexpr int kThreads = 128;
+constexpr int kThreads = 256;    // 8 warps: with one or two CTAs per SM, fewer leave the SM idle
 constexpr int kWarps = kThreads / 32;
 constexpr int kChunkAlign = 32;  // chunks start on a page boundary for every page size (8/16/32)
-constexpr int kTile = 64;        // tokens per cp.async tile
 constexpr int kStages = 3;       // tiles in the ring: one being read, two in flight
+
+// Tokens per cp.async tile: 32 KiB tiles (34 with padding) at D 64 and 128, 33 at D 256.
+__host__ __device__ constexpr int tile_tokens(int head_size) { return head_size == 256 ? 64 : 128; }
 
 // A staged K or V row is padded by 16 bytes, so that thread groups reading different rows
 // at the same offset fall on different shared-memory banks.
@@ -59,7 +61,9 @@ struct PvLayout {
 //   logits  [GROUP_MAX][chunk + 1] floats (the +1 staggers the rows across banks); at the
 //           end the token lanes' PV partials [token_lanes][GROUP_MAX][HEAD_SIZE] reuse it
 //   pages   [chunk / 8] ints: the chunk's physical block ids (chunks start on a page)
-__host__ __device__ constexpr int tile_words(int head_size) { return kStages * kTile * tile_row_elems(head_size) / 2; }
+__host__ __device__ constexpr int tile_words(int head_size) {
+    return kStages * tile_tokens(head_size) * tile_row_elems(head_size) / 2;
+}
 __host__ __device__ constexpr int logits_stride(int chunk) { return chunk + 1; }
 __host__ __device__ constexpr int body_words(int head_size, int group_max, int chunk, int token_lanes) {
     const int logits = group_max * logits_stride(chunk);
@@ -120,6 +124,7 @@ __device__ __forceinline__ void issue_tile(scalar_t* tiles, int i, int num_k_til
                                            const scalar_t* __restrict__ k_cache, const scalar_t* __restrict__ v_cache,
                                            const int* chunk_pages, int Hkv, int kv_head, int block_shift) {
     constexpr int kRow = tile_row_elems(HEAD_SIZE);
+    constexpr int kTile = tile_tokens(HEAD_SIZE);
     constexpr int kPiecesPerRow = HEAD_SIZE / 8;  // 16-byte pieces in a K or V row
     if (i < 2 * num_k_tiles) {
         const scalar_t* cache = i < num_k_tiles ? k_cache : v_cache;
@@ -146,7 +151,7 @@ __device__ __forceinline__ void issue_tile(scalar_t* tiles, int i, int num_k_til
 // Q_REGS: q slice in registers (false: read from shared memory for every token). Only
 //   taken when GROUP_MAX * D / TGS <= 64 floats fit; past that q stays in shared memory.
 template <class scalar_t, int HEAD_SIZE, int TGS, int GROUP_MAX, bool WIDE_K, bool Q_REGS>
-__global__ void __launch_bounds__(kThreads, 1)
+__global__ void __launch_bounds__(kThreads, GROUP_MAX == 1 ? 2 : 1)
 thread_group_decode_kernel(scalar_t* __restrict__ out,             // [B, H, D]
                            const scalar_t* __restrict__ q,         // [B, H, D]
                            const scalar_t* __restrict__ k_cache,   // [num_blocks, Hkv, block_size, D]
@@ -160,6 +165,7 @@ thread_group_decode_kernel(scalar_t* __restrict__ out,             // [B, H, D]
     constexpr int kGroups = kThreads / TGS;              // tokens of a tile taken at once
     constexpr bool kQInRegs = Q_REGS && GROUP_MAX * ELEMS <= 64;
     constexpr int kRow = tile_row_elems(HEAD_SIZE);
+    constexpr int kTile = tile_tokens(HEAD_SIZE);
     using Pv = PvLayout<HEAD_SIZE, GROUP_MAX>;
 
     const int seq = blockIdx.y;
@@ -317,6 +323,7 @@ thread_group_decode_kernel(scalar_t* __restrict__ out,             // [B, H, D]
                         sum = 0.f;
                         for (int w = warp - part; w < warp - part + kWarpsPerHead; ++w) sum += red_sum[w];
                     }
+                    __syncwarp();  // every lane has read m_run[h] (m_old) before lane 0 changes it
                     if (active && part == 0 && lane == 0) {
                         const float a = __expf(m_old - m_new);  // 0 on the first chunk (m_old = -inf)
                         alpha[h] = a;
