@@ -119,18 +119,12 @@ std::vector<DecodeShape> select_shapes(const Flags& f, const std::vector<DecodeS
     if (!f.shapes.empty()) {
         for (const auto& name : f.shapes) out.push_back(*find_shape(name));
     } else if (f.explicit_shape()) {
-        DecodeShape s;
-        s.B = *f.B;
-        s.H = *f.H;
-        s.Hkv = *f.Hkv;
-        s.D = f.D.value_or(128);
-        s.block_size = f.block_size.value_or(16);
-        s.ctx = f.ctx.size() == 1 ? std::vector<int>(s.B, f.ctx[0]) : f.ctx;
+        const int D = f.D.value_or(128), bs = f.block_size.value_or(16);
         const bool mixed = f.ctx.size() != 1;
-        s.name = "custom-B" + std::to_string(s.B) + "-H" + std::to_string(s.H) + "-Hkv" + std::to_string(s.Hkv) +
-                 "-ctx" + (mixed ? std::string("mixed") : ctx_label(s.ctx[0])) + "-D" + std::to_string(s.D) + "-bs" +
-                 std::to_string(s.block_size);
-        out.push_back(s);
+        const std::string name = "custom-B" + std::to_string(*f.B) + "-H" + std::to_string(*f.H) + "-Hkv" +
+                                 std::to_string(*f.Hkv) + "-ctx" + (mixed ? std::string("mixed") : ctx_label(f.ctx[0])) +
+                                 "-D" + std::to_string(D) + "-bs" + std::to_string(bs);
+        out.push_back(make_shape(name, *f.H, *f.Hkv, mixed ? f.ctx : std::vector<int>(*f.B, f.ctx[0]), D, bs));
     } else {
         out = defaults;
     }

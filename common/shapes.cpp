@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <numeric>
 #include <set>
+#include <utility>
 
 namespace pa {
 
@@ -25,18 +26,22 @@ std::string decode_shape_name(const std::string& model, int B, int ctx) {
     return model + "-B" + std::to_string(B) + "-ctx" + ctx_label(ctx);
 }
 
-DecodeShape make_decode_shape(const std::string& model, int B, int H, int Hkv, int ctx, DType dtype,
-                              int D, int block_size) {
+DecodeShape make_shape(std::string name, int H, int Hkv, std::vector<int> ctx, int D, int block_size, DType dtype) {
     DecodeShape s;
-    s.name = decode_shape_name(model, B, ctx);
-    s.B = B;
+    s.name = std::move(name);
+    s.B = static_cast<int>(ctx.size());
     s.H = H;
     s.Hkv = Hkv;
     s.D = D;
     s.block_size = block_size;
     s.dtype = dtype;
-    s.ctx.assign(B, ctx);
+    s.ctx = std::move(ctx);
     return s;
+}
+
+DecodeShape make_decode_shape(const std::string& model, int B, int H, int Hkv, int ctx, DType dtype,
+                              int D, int block_size) {
+    return make_shape(decode_shape_name(model, B, ctx), H, Hkv, std::vector<int>(B, ctx), D, block_size, dtype);
 }
 
 std::vector<DecodeShape> table_a() {
@@ -93,17 +98,9 @@ std::vector<DecodeShape> shape_catalogue() {
 }
 
 static DecodeShape check_shape(int B, int H, int Hkv, std::vector<int> ctx, int D, int block_size, DType t) {
-    DecodeShape s;
-    s.B = B;
-    s.H = H;
-    s.Hkv = Hkv;
-    s.D = D;
-    s.block_size = block_size;
-    s.dtype = t;
-    s.ctx = std::move(ctx);
-    s.name = "check-B" + std::to_string(B) + "-H" + std::to_string(H) + "-Hkv" + std::to_string(Hkv) + "-D" +
-             std::to_string(D) + "-bs" + std::to_string(block_size) + "-" + dtype_name(t);
-    return s;
+    const std::string name = "check-B" + std::to_string(B) + "-H" + std::to_string(H) + "-Hkv" + std::to_string(Hkv) +
+                             "-D" + std::to_string(D) + "-bs" + std::to_string(block_size) + "-" + dtype_name(t);
+    return make_shape(name, H, Hkv, std::move(ctx), D, block_size, t);
 }
 
 std::vector<DecodeShape> decode_check_shapes() {

@@ -34,7 +34,11 @@ struct DecodeShape {
 std::string ctx_label(int ctx);
 std::string decode_shape_name(const std::string& model, int B, int ctx);
 
-// One named decode shape with the same context for every sequence.
+// Any decode shape: a name and one context length per sequence (B = ctx.size()).
+DecodeShape make_shape(std::string name, int H, int Hkv, std::vector<int> ctx, int D = 128, int block_size = 16,
+                       DType dtype = DType::fp16);
+
+// One named catalogue shape with the same context for every sequence.
 DecodeShape make_decode_shape(const std::string& model, int B, int H, int Hkv, int ctx, DType dtype,
                               int D = 128, int block_size = 16);
 

@@ -82,15 +82,7 @@ TEST_CASE("build_block_table keeps an unowned block even with no extra blocks, a
 TEST_CASE("make_decode_problem: real tokens finite and in range, NaN past each length and in unowned blocks",
           "[cpu][block_table]") {
     for (pa::DType t : {pa::DType::fp16, pa::DType::bf16}) {
-        pa::DecodeShape s;
-        s.name = "nan-layout";
-        s.B = 4;
-        s.H = 6;
-        s.Hkv = 3;
-        s.D = 64;
-        s.block_size = 8;
-        s.dtype = t;
-        s.ctx = {1, 8, 13, 30};
+        const pa::DecodeShape s = pa::make_shape("nan-layout", 6, 3, {1, 8, 13, 30}, 64, 8, t);
         INFO(pa::dtype_name(t));
         const pa::DecodeProblem p = pa::make_decode_problem(s, 99);
         const pa::PagedKvCache& c = p.cache;

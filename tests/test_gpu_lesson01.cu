@@ -13,16 +13,7 @@ namespace {
 constexpr uint64_t kSeed = 20250101;  // printed in the test name: rerun a failure with it
 
 pa::DecodeShape one_sequence(int ctx, int D, pa::DType t) {
-    pa::DecodeShape s;
-    s.name = "long-B1-H2-Hkv1-D" + std::to_string(D) + "-ctx" + std::to_string(ctx);
-    s.B = 1;
-    s.H = 2;
-    s.Hkv = 1;
-    s.D = D;
-    s.block_size = 16;
-    s.dtype = t;
-    s.ctx = {ctx};
-    return s;
+    return pa::make_shape("long-B1-H2-Hkv1-D" + std::to_string(D) + "-ctx" + std::to_string(ctx), 2, 1, {ctx}, D, 16, t);
 }
 
 }  // namespace

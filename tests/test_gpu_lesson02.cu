@@ -89,15 +89,9 @@ TEST_CASE("lesson02 every context length 1..70 for every TGS (both mappings)", "
     const pa::DeviceInfo info = pa::testing::gpu_for_test();
     const auto variants = variants_named({"per_head_tgs4", "per_head_tgs8", "per_head_tgs16", "grouped_tgs4",
                                           "grouped_tgs8", "grouped_tgs16"});
-    pa::DecodeShape s;
-    s.B = 70;
-    s.H = 8;
-    s.Hkv = 2;
-    s.D = 128;
-    s.block_size = 16;
-    s.dtype = pa::DType::bf16;
-    s.name = "ctx-1-to-70";
-    for (int c = 1; c <= 70; ++c) s.ctx.push_back(c);
+    std::vector<int> ctx;
+    for (int c = 1; c <= 70; ++c) ctx.push_back(c);
+    const pa::DecodeShape s = pa::make_shape("ctx-1-to-70", 8, 2, ctx, 128, 16, pa::DType::bf16);
     const pa::DecodeProblem p = pa::make_decode_problem(s, kSeed + 2);
     const std::vector<double> ref = pa::reference::softmax_decode(p);
     pa::DeviceDecodeProblem dev(p);

@@ -203,14 +203,7 @@ TEST_CASE("reference with equal keys averages V, and with one token returns that
 }
 
 TEST_CASE("reference on a generated problem never reads the NaN slots", "[cpu][reference]") {
-    pa::DecodeShape s;
-    s.name = "nan-guard";
-    s.B = 3;
-    s.H = 4;
-    s.Hkv = 2;
-    s.D = 64;
-    s.block_size = 16;
-    s.ctx = {1, 17, 31};
+    const pa::DecodeShape s = pa::make_shape("nan-guard", 4, 2, {1, 17, 31}, 64, 16);
     const pa::DecodeProblem p = pa::make_decode_problem(s, 5);
     for (double o : pa::reference::softmax_decode(p)) REQUIRE(std::isfinite(o));
 }

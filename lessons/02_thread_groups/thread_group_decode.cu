@@ -194,29 +194,17 @@ std::vector<pa::DecodeVariant> all_variants(const pa::DeviceInfo& info) {
 }
 
 std::vector<pa::DecodeShape> uneven_check_shapes() {
-    auto shape = [](const std::string& name, int B, int H, int Hkv, std::vector<int> ctx, int D, int bs, pa::DType t) {
-        pa::DecodeShape s;
-        s.name = name;
-        s.B = B;
-        s.H = H;
-        s.Hkv = Hkv;
-        s.D = D;
-        s.block_size = bs;
-        s.dtype = t;
-        s.ctx = std::move(ctx);
-        return s;
-    };
     const pa::DType f = pa::DType::fp16, b = pa::DType::bf16;
     return {
-        // one CTA step is 32, 16 or 8 tokens (TGS 4, 8, 16), twice or four times that with the unroll
-        shape("uneven-steps-D128", 8, 8, 4, {1, 7, 9, 15, 17, 31, 33, 63}, 128, 16, b),
-        shape("uneven-steps-D64", 6, 4, 2, {3, 5, 13, 65, 127, 129}, 64, 8, f),
-        shape("uneven-steps-D256", 4, 2, 1, {11, 19, 37, 71}, 256, 32, f),
+        // a CTA step takes 2 * 256 / TGS tokens of a tile: 128, 64 or 32
+        pa::make_shape("uneven-steps-D128", 8, 4, {1, 7, 9, 15, 17, 31, 33, 63}, 128, 16, b),
+        pa::make_shape("uneven-steps-D64", 4, 2, {3, 5, 13, 65, 127, 129}, 64, 8, f),
+        pa::make_shape("uneven-steps-D256", 2, 1, {11, 19, 37, 71}, 256, 32, f),
         // chunks: 8192 tokens for one head a CTA, 1024 for groups of 8, 256 for 32
-        shape("chunks-g1", 2, 2, 2, {8193, 9001}, 128, 16, b),
-        shape("chunks-g8", 3, 16, 2, {1024, 1025, 2500}, 128, 16, f),
-        shape("chunks-g32", 2, 32, 1, {257, 1000}, 128, 32, b),
-        shape("chunks-g6-as-8", 2, 12, 2, {1030, 700}, 128, 16, f),
+        pa::make_shape("chunks-g1", 2, 2, {8193, 9001}, 128, 16, b),
+        pa::make_shape("chunks-g8", 16, 2, {1024, 1025, 2500}, 128, 16, f),
+        pa::make_shape("chunks-g32", 32, 1, {257, 1000}, 128, 32, b),
+        pa::make_shape("chunks-g6-as-8", 12, 2, {1030, 700}, 128, 16, f),
     };
 }
 
