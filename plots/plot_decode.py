@@ -1,0 +1,213 @@
+#!/usr/bin/env python3
+"""Plots the decode measurements that scripts/run_lessons.sh writes.
+
+Reads plots/data/<gpu>/lessonNN.csv (whichever lessons exist) and writes, into plots/:
+  <gpu>_decode_bandwidth.png  Table A shapes (llama7b-*, llama70b-*, mqa-*): % of the
+                              measured streaming-read bandwidth, L2-cold, per lesson
+                              (lesson 01 naive; lesson 02 best of its six configurations
+                              and its auto pick; later lessons: best variant and auto).
+  <gpu>_tgs_sweep.png         h8kv4-* shapes: L2-cold median time of lesson 02's six
+                              configurations (per_head / grouped x TGS 4, 8, 16), and each
+                              one's time over the best of the six.
+
+Usage: python3 plots/plot_decode.py [--gpu h200]
+Needs matplotlib only (no GPU). Missing lessons are skipped with a message.
+"""
+
+import argparse
+import csv
+import glob
+import os
+import re
+import sys
+
+import matplotlib
+
+matplotlib.use("Agg")  # files only, no display needed
+import matplotlib.pyplot as plt  # noqa: E402
+import matplotlib.ticker  # noqa: E402,F401
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+TABLE_A_PREFIXES = ("llama7b-", "llama70b-", "mqa-")
+LESSON02_CONFIGS = [f"{layout}_tgs{tgs}" for layout in ("per_head", "grouped") for tgs in (4, 8, 16)]
+
+
+def read_lessons(data_dir):
+    """{lesson number: [row dicts]} for every lessonNN.csv in data_dir; L2-cold, passing rows."""
+    lessons = {}
+    for path in sorted(glob.glob(os.path.join(data_dir, "lesson[0-9][0-9].csv"))):
+        nn = re.search(r"lesson(\d\d)\.csv$", path).group(1)
+        with open(path, newline="") as f:
+            rows = list(csv.DictReader(f))
+        failed = [r for r in rows if r.get("check") == "FAIL"]
+        if failed:
+            print(f"{os.path.basename(path)}: leaving out {len(failed)} rows whose check FAILed")
+        lessons[nn] = [r for r in rows if r.get("l2") == "cold" and r.get("check") != "FAIL"]
+    return lessons
+
+
+def shapes_in_order(rows, keep):
+    """Shape names in the order they first appear in the CSV (the catalogue's order)."""
+    seen = []
+    for r in rows:
+        if keep(r["shape"]) and r["shape"] not in seen:
+            seen.append(r["shape"])
+    return seen
+
+
+def row_of(rows, shape, variant):
+    for r in rows:
+        if r["shape"] == shape and r["variant"] == variant:
+            return r
+    return None
+
+
+def best_row(rows, shape, variants):
+    """The row with the lowest us_median among `variants` for `shape`, or None."""
+    cands = [r for r in rows if r["shape"] == shape and r["variant"] in variants]
+    return min(cands, key=lambda r: float(r["us_median"])) if cands else None
+
+
+def bandwidth_series(lessons):
+    """[(label, {shape: row})] for the bandwidth plot, one entry per bar series."""
+    series = []
+    for nn, rows in sorted(lessons.items()):
+        own = [r for r in rows if r["lesson"] == nn]  # lesson 02's CSV also repeats lesson 01
+        shapes = shapes_in_order(own, lambda s: s.startswith(TABLE_A_PREFIXES))
+        if not shapes:
+            print(f"lesson{nn}.csv: no Table A shapes, not in the bandwidth plot")
+            continue
+        if nn == "01":
+            series.append(("lesson 01 naive", {s: row_of(own, s, "naive") for s in shapes}))
+            continue
+        variants = LESSON02_CONFIGS if nn == "02" else sorted({r["variant"] for r in own} - {"auto"})
+        what = "best of 6 configs" if nn == "02" else "best variant"
+        series.append((f"lesson {nn} {what}", {s: best_row(own, s, variants) for s in shapes}))
+        if any(r["variant"] == "auto" for r in own):
+            series.append((f"lesson {nn} auto", {s: row_of(own, s, "auto") for s in shapes}))
+    return series
+
+
+def plot_bandwidth(lessons, gpu, out_path):
+    series = bandwidth_series(lessons)
+    if not series:
+        print("bandwidth plot skipped: no lesson CSV has Table A shapes")
+        return False
+    shapes = []
+    for _, by_shape in series:
+        shapes += [s for s, r in by_shape.items() if r is not None and s not in shapes]
+
+    fig, ax = plt.subplots(figsize=(13, 5.5))
+    width = 0.8 / len(series)
+    for i, (label, by_shape) in enumerate(series):
+        xs, ys = [], []
+        for j, s in enumerate(shapes):
+            r = by_shape.get(s)
+            if r is not None and r["pct_read_bw"]:
+                xs.append(j + (i - (len(series) - 1) / 2) * width)
+                ys.append(float(r["pct_read_bw"]))
+        bars = ax.bar(xs, ys, width, label=label)
+        ax.bar_label(bars, labels=[f"{y:.1f}" for y in ys], fontsize=7, padding=1)
+
+    # Name the winning lesson-02 configuration under each shape.
+    best02 = dict(series).get("lesson 02 best of 6 configs", {})
+    ticks = []
+    for s in shapes:
+        r = best02.get(s)
+        ticks.append(f"{s}\n({r['variant']})" if r is not None else s)
+    ax.set_xticks(range(len(shapes)), ticks, rotation=30, ha="right", fontsize=8)
+    ax.set_ylabel("% of measured streaming-read bandwidth (L2-cold)")
+    ax.set_ylim(0, 100)
+    ax.set_title(f"Paged decode on {gpu.upper()}, Table A shapes (fp16, D 128, block 16): "
+                 "share of read bandwidth reached")
+    ax.legend(loc="upper left", fontsize=8)
+    ax.grid(axis="y", alpha=0.3)
+    fig.tight_layout()
+    fig.savefig(out_path, dpi=120)
+    plt.close(fig)
+    print(f"wrote {os.path.relpath(out_path)}")
+    return True
+
+
+def plot_tgs_sweep(lessons, gpu, out_path):
+    if "02" not in lessons:
+        print("TGS sweep plot skipped: no lesson02.csv")
+        return False
+    rows = [r for r in lessons["02"] if r["lesson"] == "02" and r["variant"] in LESSON02_CONFIGS]
+    shapes = shapes_in_order(rows, lambda s: s.startswith("h8kv4-"))
+    if not shapes:
+        print("TGS sweep plot skipped: lesson02.csv has no h8kv4-* rows")
+        return False
+    size = {r["shape"]: (int(r["B"]), int(r["ctx"])) for r in rows}
+    shapes.sort(key=lambda s: size[s])  # by batch, then context
+
+    fig, (ax_us, ax_rel) = plt.subplots(2, 1, figsize=(13, 8.5), sharex=True,
+                                        gridspec_kw={"height_ratios": [3, 2]})
+    width = 0.8 / len(LESSON02_CONFIGS)
+    colors = ["#9ecae1", "#4292c6", "#08519c", "#fdae6b", "#f16913", "#a63603"]
+    for i, (variant, color) in enumerate(zip(LESSON02_CONFIGS, colors)):
+        xs, us, rel = [], [], []
+        for j, s in enumerate(shapes):
+            r = row_of(rows, s, variant)
+            if r is None:
+                continue
+            xs.append(j + (i - (len(LESSON02_CONFIGS) - 1) / 2) * width)
+            us.append(float(r["us_median"]))
+            rel.append(us[-1] / float(best_row(rows, s, LESSON02_CONFIGS)["us_median"]))
+        ax_us.bar(xs, us, width, label=variant, color=color)
+        ax_rel.bar(xs, rel, width, color=color)
+
+    for j, s in enumerate(shapes):  # the best time, above the shape's tallest bar
+        r = best_row(rows, s, LESSON02_CONFIGS)
+        top = max(float(x["us_median"]) for x in rows if x["shape"] == s)
+        ax_us.annotate(f"best {float(r['us_median']):.1f}", (j, top), xytext=(0, 4),
+                       textcoords="offset points", ha="center", fontsize=7)
+    ax_us.set_yscale("log")
+    ax_us.yaxis.set_major_formatter(matplotlib.ticker.FormatStrFormatter("%g"))
+    ax_us.yaxis.set_minor_formatter(matplotlib.ticker.FormatStrFormatter("%g"))
+    ax_us.tick_params(axis="y", which="minor", labelsize=7)
+    ax_us.set_ylabel("median time, us (L2-cold, log scale)")
+    ax_us.set_title(f"Lesson 02 on {gpu.upper()}: thread-group size sweep, h8kv4 shapes "
+                    "(H 8, Hkv 4, D 128, bf16, block 16)")
+    ax_us.legend(ncol=6, fontsize=8, loc="upper left")
+    ax_us.grid(axis="y", which="both", alpha=0.3)
+    ax_us.set_ylim(top=ax_us.get_ylim()[1] * 2.0)
+
+    ax_rel.axhline(1.0, color="black", linewidth=0.8)
+    ax_rel.set_ylabel("time / best of the six")
+    ax_rel.set_ylim(0.9, max(1.3, ax_rel.get_ylim()[1]))
+    ax_rel.grid(axis="y", alpha=0.3)
+    ax_rel.set_xticks(range(len(shapes)), shapes, rotation=30, ha="right", fontsize=8)
+    fig.tight_layout()
+    fig.savefig(out_path, dpi=120)
+    plt.close(fig)
+    print(f"wrote {os.path.relpath(out_path)}")
+    return True
+
+
+def main():
+    ap = argparse.ArgumentParser(description="Plot the lessons' CSV measurements (no GPU needed).")
+    ap.add_argument("--gpu", default="h200", help="which plots/data/<gpu>/ to read (default h200)")
+    args = ap.parse_args()
+
+    data_dir = os.path.join(HERE, "data", args.gpu)
+    if not os.path.isdir(data_dir):
+        have = sorted(d for d in os.listdir(os.path.join(HERE, "data"))) if os.path.isdir(os.path.join(HERE, "data")) else []
+        print(f"no data for '{args.gpu}' (plots/data/{args.gpu}/ does not exist; have: {', '.join(have) or 'none'})")
+        return 1
+    lessons = read_lessons(data_dir)
+    for nn in ("01", "02"):
+        if nn not in lessons:
+            print(f"lesson{nn}.csv not found in plots/data/{args.gpu}/: skipped")
+    if not lessons:
+        print(f"no lessonNN.csv in plots/data/{args.gpu}/: nothing to plot")
+        return 1
+    print(f"plots/data/{args.gpu}/: lessons {', '.join(sorted(lessons))}")
+
+    plot_bandwidth(lessons, args.gpu, os.path.join(HERE, f"{args.gpu}_decode_bandwidth.png"))
+    plot_tgs_sweep(lessons, args.gpu, os.path.join(HERE, f"{args.gpu}_tgs_sweep.png"))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
