@@ -96,6 +96,12 @@ pa_ensure_cxx() {
     pa_have_cxx || pa_fail "A C++17 compiler is needed (g++ or clang++; CXX=${CXX:-unset}): install one, e.g. 'apt-get install g++', then run this again."
 }
 
+pa_ensure_build_tools() {  # everything both scripts need before configuring
+    pa_ensure_cmake
+    pa_ensure_cxx
+    pa_ensure_nvcc
+}
+
 pa_ensure_nvcc() {
     if [ -n "${CUDACXX:-}" ] && [ -x "$CUDACXX" ]; then
         return 0

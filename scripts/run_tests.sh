@@ -12,9 +12,7 @@ cd "$(dirname "${BASH_SOURCE[0]}")/.."
 # shellcheck source=scripts/install_prereqs.sh
 . scripts/install_prereqs.sh
 
-pa_ensure_cmake
-pa_ensure_cxx
-pa_ensure_nvcc
+pa_ensure_build_tools
 pa_ensure_catch2
 pa_configure_and_build -DPA_BUILD_TESTS=ON
 
