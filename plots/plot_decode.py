@@ -4,11 +4,11 @@
 Reads plots/data/<gpu>/lessonNN.csv (whichever lessons exist) and writes, into plots/:
   <gpu>_decode_bandwidth.png  Table A shapes (llama7b-*, llama70b-*, mqa-*): % of the
                               measured streaming-read bandwidth, L2-cold, per lesson
-                              (lesson 01 naive; lesson 02 best of its six configurations
+                              (lesson 01 naive; lesson 02 best of its seven configurations
                               and its auto pick; later lessons: best variant and auto).
-  <gpu>_tgs_sweep.png         h8kv4-* shapes: L2-cold median time of lesson 02's six
-                              configurations (per_head / grouped x TGS 4, 8, 16), and each
-                              one's time over the best of the six.
+  <gpu>_tgs_sweep.png         h8kv4-* shapes: L2-cold median time of lesson 02's seven
+                              configurations (per_head / grouped x TGS 4, 8, 16, and the
+                              tensor-core grouped_mma), and each one's time over the best.
 
 Usage: python3 plots/plot_decode.py [--gpu h200]
 Needs matplotlib only (no GPU). Missing lessons are skipped with a message.
@@ -29,7 +29,7 @@ import matplotlib.ticker  # noqa: E402,F401
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 TABLE_A_PREFIXES = ("llama7b-", "llama70b-", "mqa-")
-LESSON02_CONFIGS = [f"{layout}_tgs{tgs}" for layout in ("per_head", "grouped") for tgs in (4, 8, 16)]
+LESSON02_CONFIGS = [f"{layout}_tgs{tgs}" for layout in ("per_head", "grouped") for tgs in (4, 8, 16)] + ["grouped_mma"]
 
 
 def read_lessons(data_dir):
@@ -81,7 +81,7 @@ def bandwidth_series(lessons):
             series.append(("lesson 01 naive", {s: row_of(own, s, "naive") for s in shapes}))
             continue
         variants = LESSON02_CONFIGS if nn == "02" else sorted({r["variant"] for r in own} - {"auto"})
-        what = "best of 6 configs" if nn == "02" else "best variant"
+        what = "best of 7 configs" if nn == "02" else "best variant"
         series.append((f"lesson {nn} {what}", {s: best_row(own, s, variants) for s in shapes}))
         if any(r["variant"] == "auto" for r in own):
             series.append((f"lesson {nn} auto", {s: row_of(own, s, "auto") for s in shapes}))
@@ -110,7 +110,7 @@ def plot_bandwidth(lessons, gpu, out_path):
         ax.bar_label(bars, labels=[f"{y:.1f}" for y in ys], fontsize=7, padding=1)
 
     # Name the winning lesson-02 configuration under each shape.
-    best02 = dict(series).get("lesson 02 best of 6 configs", {})
+    best02 = dict(series).get("lesson 02 best of 7 configs", {})
     ticks = []
     for s in shapes:
         r = best02.get(s)
@@ -144,7 +144,7 @@ def plot_tgs_sweep(lessons, gpu, out_path):
     fig, (ax_us, ax_rel) = plt.subplots(2, 1, figsize=(13, 8.5), sharex=True,
                                         gridspec_kw={"height_ratios": [3, 2]})
     width = 0.8 / len(LESSON02_CONFIGS)
-    colors = ["#9ecae1", "#4292c6", "#08519c", "#fdae6b", "#f16913", "#a63603"]
+    colors = ["#9ecae1", "#4292c6", "#08519c", "#fdae6b", "#f16913", "#a63603", "#31a354"]
     for i, (variant, color) in enumerate(zip(LESSON02_CONFIGS, colors)):
         xs, us, rel = [], [], []
         for j, s in enumerate(shapes):
@@ -169,12 +169,12 @@ def plot_tgs_sweep(lessons, gpu, out_path):
     ax_us.set_ylabel("median time, us (L2-cold, log scale)")
     ax_us.set_title(f"Lesson 02 on {gpu.upper()}: thread-group size sweep, h8kv4 shapes "
                     "(H 8, Hkv 4, D 128, bf16, block 16)")
-    ax_us.legend(ncol=6, fontsize=8, loc="upper left")
+    ax_us.legend(ncol=7, fontsize=8, loc="upper left")
     ax_us.grid(axis="y", which="both", alpha=0.3)
     ax_us.set_ylim(top=ax_us.get_ylim()[1] * 2.0)
 
     ax_rel.axhline(1.0, color="black", linewidth=0.8)
-    ax_rel.set_ylabel("time / best of the six")
+    ax_rel.set_ylabel("time / best of the seven")
     ax_rel.set_ylim(0.9, max(1.3, ax_rel.get_ylim()[1]))
     ax_rel.grid(axis="y", alpha=0.3)
     ax_rel.set_xticks(range(len(shapes)), shapes, rotation=30, ha="right", fontsize=8)

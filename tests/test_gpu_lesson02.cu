@@ -58,6 +58,13 @@ TEST_CASE("lesson02 ablation steps and auto match the reference on 60 random cas
     CHECK(r.checked >= 60 + 20);  // auto on every case, the ablation on the D 128 ones
 }
 
+TEST_CASE("lesson02 grouped_mma (tensor cores) matches the reference on 60 random cases (seed 20250205)", "[gpu][lesson02]") {
+    const auto r = pa::testing::check_variants_on_random_cases(variants_named({"grouped_mma"}), kSeed + 3, 60);
+    CHECK(r.checked >= 60);
+    CHECK(r.passed == r.checked);
+    CHECK(r.refused == 0);
+}
+
 // The group-mask trap: contexts that are not a multiple of the tokens a CTA step takes,
 // for every TGS and both mappings, and contexts that cross the chunk boundaries.
 TEST_CASE("lesson02 every variant passes the uneven-step and chunk-crossing shapes", "[gpu][lesson02]") {
@@ -85,10 +92,10 @@ TEST_CASE("lesson02 every variant passes the uneven-step and chunk-crossing shap
     CHECK(runs >= static_cast<int>(shapes.size()) * 7);
 }
 
-TEST_CASE("lesson02 every context length 1..70 for every TGS (both mappings)", "[gpu][lesson02]") {
+TEST_CASE("lesson02 every context length 1..70 for every TGS (both mappings) and grouped_mma", "[gpu][lesson02]") {
     const pa::DeviceInfo info = pa::testing::gpu_for_test();
     const auto variants = variants_named({"per_head_tgs4", "per_head_tgs8", "per_head_tgs16", "grouped_tgs4",
-                                          "grouped_tgs8", "grouped_tgs16"});
+                                          "grouped_tgs8", "grouped_tgs16", "grouped_mma"});
     std::vector<int> ctx;
     for (int c = 1; c <= 70; ++c) ctx.push_back(c);
     const pa::DecodeShape s = pa::make_shape("ctx-1-to-70", 8, 2, ctx, 128, 16, pa::DType::bf16);
@@ -119,18 +126,19 @@ TEST_CASE("lesson02 grouped refuses a group above 32 by name; per_head runs it",
 
 TEST_CASE("lesson02 auto follows its stated rule", "[gpu][lesson02]") {
     const int sms = 132;
-    using lesson02::Mapping;
-    // MQA with 16 sequences: grouped would leave 16 CTAs on 132 SMs
-    CHECK(lesson02::auto_config(16, 32, 1, sms).mapping == Mapping::per_head);
-    // GQA with 4 * B * Hkv >= SMs: grouped
-    CHECK(lesson02::auto_config(64, 32, 1, sms).mapping == Mapping::grouped);
-    CHECK(lesson02::auto_config(16, 64, 8, sms).mapping == Mapping::grouped);
-    CHECK(lesson02::auto_config(9, 8, 4, sms).mapping == Mapping::grouped);   // 36 CTAs
-    CHECK(lesson02::auto_config(4, 64, 8, sms).mapping == Mapping::per_head);  // 32 CTAs
-    // MHA: the two mappings are the same kernel; per_head by name
-    CHECK(lesson02::auto_config(128, 32, 32, sms).mapping == Mapping::per_head);
+    auto picks = [&](int B, int H, int Hkv) { return lesson02::config_name(lesson02::auto_config(B, H, Hkv, sms)); };
+    // grouped_mma by default
+    CHECK(picks(16, 64, 8) == "grouped_mma");    // llama70b-B16
+    CHECK(picks(1, 64, 8) == "grouped_mma");     // 8 grouped CTAs
+    CHECK(picks(16, 32, 1) == "grouped_mma");    // MQA, 16 grouped CTAs
+    CHECK(picks(1, 8, 4) == "grouped_mma");      // 4 grouped CTAs: the smallest grid it takes
+    CHECK(picks(4, 32, 32) == "grouped_mma");    // MHA, B * H = 128 < 132
+    // MHA with a full per-head grid: per_head, TGS 4
+    CHECK(picks(5, 32, 32) == "per_head_tgs4");  // B * H = 160
+    CHECK(picks(128, 32, 32) == "per_head_tgs4");
+    // fewer than 4 grouped CTAs: per_head
+    CHECK(picks(1, 32, 1) == "per_head_tgs4");
+    CHECK(picks(3, 32, 1) == "per_head_tgs4");
     // a group above 32 has no grouped kernel
-    CHECK(lesson02::auto_config(64, 64, 1, sms).mapping == Mapping::per_head);
-    CHECK(lesson02::auto_config(64, 8, 4, sms).tgs == 4);
-    CHECK(lesson02::auto_config(1, 8, 4, sms).tgs == 4);
+    CHECK(picks(64, 64, 1) == "per_head_tgs4");
 }

@@ -51,10 +51,10 @@ struct RowIndex {
     }
 };
 
-const std::vector<std::string> kLesson02Names = {"per_head_tgs4", "per_head_tgs8", "per_head_tgs16",
-                                                 "grouped_tgs4",  "grouped_tgs8",  "grouped_tgs16"};
+const std::vector<std::string> kLesson02Names = {"per_head_tgs4", "per_head_tgs8", "per_head_tgs16", "grouped_tgs4",
+                                                 "grouped_tgs8",  "grouped_tgs16", "grouped_mma"};
 
-// The fastest of the six main configurations (L2-cold median) on a shape.
+// The fastest of the seven main configurations (L2-cold median) on a shape.
 std::pair<std::string, double> best_of(const RowIndex& idx, const std::string& shape,
                                        const std::vector<std::string>& names = kLesson02Names) {
     std::pair<std::string, double> best{"-", 1e30};
@@ -120,7 +120,8 @@ int main(int argc, char** argv) {
     const pa::Flags f = pa::parse_flags_or_exit(
         argc, argv,
         pa::decode_usage(kProgram, "Variants: per_head_tgs{4,8,16}, grouped_tgs{4,8,16}, grouped_tgs8_scalar_k,\n"
-                                   "grouped_tgs8_q_smem, auto; the measurement adds lesson 01 (naive) for comparison.\n"));
+                                   "grouped_tgs8_q_smem, grouped_mma (tensor cores), auto; the measurement adds lesson 01\n"
+                                   "(naive) for comparison.\n"));
     // Names are checked before looking for a GPU, so a typo is exit code 2 everywhere.
     std::vector<pa::DecodeVariant> variants = pa::select_variants(kProgram, f.variant, lesson02::all_variants(pa::DeviceInfo{}));
     std::vector<pa::DecodeShape> default_checks = pa::decode_check_shapes();
@@ -172,7 +173,8 @@ int main(int argc, char** argv) {
         if (has_all(pa::table_a())) print_table_a(idx, info);
         if (has_all(pa::table_c_tgs_sweep())) print_tgs_sweep(idx, info);
         if (has_all(pa::table_c_ablation())) print_ablation(idx);
-        std::printf("\nauto rule: grouped when group > 1 and 4 * B * Hkv >= SMs (%d), else per_head; TGS 4\n", info.sms);
+        std::printf("\nauto rule: grouped_mma, except per_head_tgs4 for group 1 with B * H >= SMs (%d) and for B * Hkv < %d\n",
+                    info.sms, lesson02::kMinGroupedCtas);
         pa::write_csv_or_exit(kProgram, f.csv, rows);
         return failures == 0 ? 0 : 1;
     } catch (const std::exception& e) {

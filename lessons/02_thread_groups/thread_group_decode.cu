@@ -13,7 +13,15 @@
 
 namespace lesson02 {
 
+Config grouped_mma_config() {
+    Config c;
+    c.mapping = Mapping::grouped;
+    c.tensor_cores = true;
+    return c;
+}
+
 std::string config_name(const Config& c) {
+    if (c.tensor_cores) return "grouped_mma";
     std::string n = std::string(c.mapping == Mapping::per_head ? "per_head" : "grouped") + "_tgs" + std::to_string(c.tgs);
     if (!c.wide_k) return n + "_scalar_k";
     if (!c.q_regs) return n + "_q_smem";
@@ -21,6 +29,11 @@ std::string config_name(const Config& c) {
 }
 
 int heads_per_cta(const Config& c, int group) {
+    if (c.tensor_cores) {
+        for (int g : {8, 16, 32})
+            if (group <= g) return g;
+        return 0;
+    }
     if (c.mapping == Mapping::per_head || group == 1) return 1;
     for (int g : {2, 4, 8, 32})
         if (group <= g) return g;
@@ -28,6 +41,12 @@ int heads_per_cta(const Config& c, int group) {
 }
 
 std::string why_not(const Config& c, const pa::DecodeShape& s) {
+    if (c.tensor_cores) {
+        if (c.mapping != Mapping::grouped) return "the tensor-core kernel is a grouped CTA";
+        if (heads_per_cta(c, s.group()) == 0)
+            return pa::strf("the grouped CTA serves at most 32 query heads; group %d needs the per_head mapping", s.group());
+        return "";
+    }
     if (c.tgs != 4 && c.tgs != 8 && c.tgs != 16) return "THREAD_GROUP_SIZE must be 4, 8 or 16";
     if (heads_per_cta(c, s.group()) == 0)
         return pa::strf("the grouped CTA serves at most 32 query heads; group %d needs the per_head mapping", s.group());
@@ -97,6 +116,7 @@ Resolved resolve(const Config& c, pa::DType t, int D, int group_max) {
 
 struct Plan {
     Resolved r;
+    int threads = kThreads;
     int chunk = 0;
     size_t smem = 0;
     dim3 grid;
@@ -105,6 +125,14 @@ struct Plan {
 Plan plan(const Config& c, pa::DType t, int B, int H, int Hkv, int D, int max_ctx) {
     const int g = heads_per_cta(c, H / Hkv);
     Plan p;
+    if (c.tensor_cores) {  // no chunks: the softmax step runs once per tile
+        p.r.kernel = grouped_mma_kernel(t, D, g);
+        if (!p.r.kernel) throw pa::CudaError("lesson02: no kernel built for grouped_mma with D " + std::to_string(D));
+        p.smem = grouped_mma_smem_bytes(D, g);
+        p.threads = grouped_mma_threads();
+        p.grid = dim3(Hkv, B);
+        return p;
+    }
     p.r = resolve(c, t, D, g);
     if (!p.r.kernel) throw pa::CudaError("lesson02: no kernel built for " + config_name(c) + " with D " + std::to_string(D));
     p.chunk = chunk_tokens(g, max_ctx);
@@ -116,6 +144,7 @@ Plan plan(const Config& c, pa::DType t, int B, int H, int Hkv, int D, int max_ct
 }  // namespace
 
 void launch(const pa::PagedDecodeArgs& a, const Config& c, cudaStream_t stream) {
+    if (c.tensor_cores) return launch_grouped_mma(a, heads_per_cta(c, a.H / a.Hkv), stream);
     const Plan p = plan(c, a.dtype, a.B, a.H, a.Hkv, a.D, a.max_ctx);
     pa::opt_in_max_dynamic_smem(p.r.kernel);
     void* out = a.out;
@@ -125,7 +154,7 @@ void launch(const pa::PagedDecodeArgs& a, const Config& c, cudaStream_t stream) 
     int H = a.H, Hkv = a.Hkv, group = a.H / a.Hkv, bs = a.block_size, mbps = a.max_blocks_per_seq, chunk = p.chunk;
     float scale = a.scale;
     void* args[] = {&out, &q, &k, &v, &bt, &cl, &H, &Hkv, &group, &bs, &mbps, &scale, &chunk};
-    CUDA_CHECK(cudaLaunchKernel(p.r.kernel, p.grid, dim3(kThreads), args, p.smem, stream));
+    CUDA_CHECK(cudaLaunchKernel(p.r.kernel, p.grid, dim3(p.threads), args, p.smem, stream));
 }
 
 pa::LaunchGeometry geometry(const Config& c, const pa::DecodeShape& s, const pa::DeviceInfo&) {
@@ -133,25 +162,30 @@ pa::LaunchGeometry geometry(const Config& c, const pa::DecodeShape& s, const pa:
     pa::opt_in_max_dynamic_smem(p.r.kernel);
     pa::LaunchGeometry g;
     g.ctas = static_cast<long long>(p.grid.x) * p.grid.y;
-    g.threads = kThreads;
+    g.threads = p.threads;
     g.smem_bytes = static_cast<int>(p.smem);
     CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&g.ctas_per_sm, p.r.kernel, g.threads, p.smem));
     return g;
 }
 
 // The rule (see README), read off the measured sweep on an H200 (plots/data/h200/lesson02.csv):
-//  * mapping: the grouped CTA when the group is > 1 and its grid still has at least a
-//    quarter as many CTAs as there are SMs (B * Hkv * 4 >= SMs): it reads K/V once for the
-//    whole group. Below that, one CTA per query head: the parallelism is worth more than
-//    the re-reads, which the other heads' CTAs find in L2.
-//  * TGS 4 everywhere: K comes from shared memory, so a smaller group only means more
-//    tokens per step and a shorter shuffle tree; 8 and 16 were never faster by more than noise.
+//  * grouped_mma, the grouped CTA with tensor cores, by default: it reads K/V once for the
+//    whole group, its dot products cost next to nothing, and its deep copy ring suits one
+//    CTA per SM. It beat the CUDA-core grouped kernel on every measured shape.
+//  * per_head_tgs4 in two cases. MHA (group 1) with at least one CTA per SM (B * H >= SMs):
+//    nothing is shared, and the CUDA-core kernel fits two CTAs on an SM where grouped_mma's
+//    ring takes all of its shared memory. And a grouped grid of fewer than 4 CTAs (MQA with
+//    one or two sequences): the per-head grid's parallelism is worth more than the re-reads,
+//    which the other heads' CTAs find in L2. TGS 4 because K comes from shared memory, so a
+//    smaller group only means more tokens per step and a shorter shuffle tree.
 Config auto_config(int B, int H, int Hkv, int sms) {
-    Config c;
     const int group = H / Hkv;
-    const long long grouped_ctas = static_cast<long long>(B) * Hkv;
-    const bool grouped_ok = heads_per_cta(Config{Mapping::grouped, 4, true, true}, group) > 0;
-    c.mapping = (group > 1 && grouped_ok && 4 * grouped_ctas >= sms) ? Mapping::grouped : Mapping::per_head;
+    const Config mma = grouped_mma_config();
+    const bool mha_full_grid = group == 1 && static_cast<long long>(B) * H >= sms;
+    const bool tiny_grouped_grid = static_cast<long long>(B) * Hkv < kMinGroupedCtas;
+    if (heads_per_cta(mma, group) > 0 && !mha_full_grid && !tiny_grouped_grid) return mma;
+    Config c;
+    c.mapping = Mapping::per_head;
     c.tgs = 4;
     return c;
 }
@@ -160,14 +194,23 @@ Config auto_config(const pa::DecodeShape& s, const pa::DeviceInfo& info) { retur
 
 std::string auto_reason(const pa::DecodeShape& s, const pa::DeviceInfo& info) {
     const Config c = auto_config(s, info);
-    return pa::strf("%s (group %d, B*Hkv %lld vs %d SMs, B %d)", config_name(c).c_str(), s.group(),
-                    static_cast<long long>(s.B) * s.Hkv, info.sms, s.B);
+    return pa::strf("%s (group %d, B*H %lld vs %d SMs, B*Hkv %lld)", config_name(c).c_str(), s.group(),
+                    static_cast<long long>(s.B) * s.H, info.sms, static_cast<long long>(s.B) * s.Hkv);
 }
 
 pa::DecodeVariant variant(const Config& c) {
     pa::DecodeVariant v;
     v.name = config_name(c);
-    v.why_not = [c](const pa::DecodeShape& s, const pa::DeviceInfo&) { return why_not(c, s); };
+    v.why_not = [c](const pa::DecodeShape& s, const pa::DeviceInfo& info) {
+        std::string why = why_not(c, s);
+        if (why.empty() && c.tensor_cores && info.smem_per_block_optin > 0) {
+            const size_t need = grouped_mma_smem_bytes(s.D, heads_per_cta(c, s.group()));
+            if (need + 1024 > static_cast<size_t>(info.smem_per_block_optin))
+                why = pa::strf("grouped_mma stages K/V through %zu KiB of shared memory; this GPU gives a CTA %d KiB",
+                               need / 1024, info.smem_per_block_optin / 1024);
+        }
+        return why;
+    };
     v.launch = [c](const pa::PagedDecodeArgs& a, cudaStream_t st) { launch(a, c, st); };
     v.geometry = [c](const pa::DecodeShape& s, const pa::DeviceInfo& info) { return geometry(c, s, info); };
     return v;
@@ -189,6 +232,7 @@ std::vector<pa::DecodeVariant> all_variants(const pa::DeviceInfo& info) {
         for (int tgs : {4, 8, 16}) out.push_back(variant({m, tgs, true, true}));
     out.push_back(variant({Mapping::grouped, 8, false, false}));
     out.push_back(variant({Mapping::grouped, 8, true, false}));
+    out.push_back(variant(grouped_mma_config()));
     out.push_back(auto_variant(info));
     return out;
 }

@@ -145,6 +145,59 @@ __device__ __forceinline__ void issue_tile(scalar_t* tiles, int i, int num_k_til
     pa::cp_async_commit();
 }
 
+// The softmax step of one chunk, once all its logits are in shared memory:
+//   logits [GROUP_MAX][stride] floats; row h, tokens 0 .. chunk_len-1, becomes p = exp(logit - m_new)
+// Per head: chunk max, new running max m_new, rescale factor alpha = exp(m_old - m_new) for
+// what was accumulated before, running sum l. Fewer heads than warps: several warps share
+// a head's tokens. Every thread of the CTA (WARPS warps) calls it; red_max and red_sum
+// hold WARPS floats; the caller syncs before reading alpha.
+template <int GROUP_MAX, int WARPS = kWarps>
+__device__ __forceinline__ void chunk_softmax(float* logits, int stride, int chunk_len, int num_heads, float* m_run,
+                                              float* l_run, float* alpha, float* red_max, float* red_sum) {
+    const int lane = threadIdx.x % 32;
+    const int warp = threadIdx.x / 32;
+    constexpr int kWarpsPerHead = GROUP_MAX >= WARPS ? 1 : WARPS / GROUP_MAX;
+    constexpr int kHeadsPerPass = WARPS / kWarpsPerHead;
+    const int part = warp % kWarpsPerHead;
+    for (int h0 = 0; h0 < num_heads; h0 += kHeadsPerPass) {  // one pass when kWarpsPerHead > 1
+        const int h = h0 + warp / kWarpsPerHead;
+        const bool active = h < num_heads;
+        float* row = logits + h * stride;
+        const float m_old = active ? m_run[h] : 0.f;
+        float cmax = -INFINITY;
+        if (active)
+            for (int t = part * 32 + lane; t < chunk_len; t += 32 * kWarpsPerHead) cmax = fmaxf(cmax, row[t]);
+        cmax = pa::warp_max(cmax);
+        if constexpr (kWarpsPerHead > 1) {
+            if (lane == 0) red_max[warp] = cmax;
+            __syncthreads();
+            for (int w = warp - part; w < warp - part + kWarpsPerHead; ++w) cmax = fmaxf(cmax, red_max[w]);
+        }
+        const float m_new = fmaxf(m_old, cmax);
+        float sum = 0.f;
+        if (active)
+            for (int t = part * 32 + lane; t < chunk_len; t += 32 * kWarpsPerHead) {
+                const float p = __expf(row[t] - m_new);
+                row[t] = p;
+                sum += p;
+            }
+        sum = pa::warp_sum(sum);
+        if constexpr (kWarpsPerHead > 1) {
+            if (lane == 0) red_sum[warp] = sum;
+            __syncthreads();  // every warp of the head has read m_run[h] before it changes
+            sum = 0.f;
+            for (int w = warp - part; w < warp - part + kWarpsPerHead; ++w) sum += red_sum[w];
+        }
+        __syncwarp();  // every lane has read m_run[h] (m_old) before lane 0 changes it
+        if (active && part == 0 && lane == 0) {
+            const float a = __expf(m_old - m_new);  // 0 on the first chunk (m_old = -inf)
+            alpha[h] = a;
+            l_run[h] = l_run[h] * a + sum;
+            m_run[h] = m_new;
+        }
+    }
+}
+
 // GROUP_MAX: query heads one CTA serves. 1 = one CTA per query head (grid (H, B));
 //   > 1 = one CTA per KV head (grid (Hkv, B)), heads >= group are idle (group 6 runs as 8).
 // WIDE_K: 16-byte reads of the K slice (false: one 2-byte read per element; ablation).
@@ -196,7 +249,6 @@ thread_group_decode_kernel(scalar_t* __restrict__ out,             // [B, H, D]
     __syncthreads();
 
     const int lane = threadIdx.x % 32;
-    const int warp = threadIdx.x / 32;
     const int group_idx = threadIdx.x / TGS;        // which token of the tile this group takes
     const int lane_in_group = threadIdx.x % TGS;
     // The group's own lanes. A full-warp mask (0xffffffff) here hangs or reads garbage when
@@ -288,49 +340,8 @@ thread_group_decode_kernel(scalar_t* __restrict__ out,             // [B, H, D]
             }
 
             if (i == num_k_tiles) {
-                // 2. All logits of the chunk are written (the barrier above). Per head: chunk
-                //    max, new running max, rescale factor alpha, p = exp(logit - max), running
-                //    sum. Fewer heads than warps: several warps share a head's tokens.
-                constexpr int kWarpsPerHead = GROUP_MAX >= kWarps ? 1 : kWarps / GROUP_MAX;
-                constexpr int kHeadsPerPass = kWarps / kWarpsPerHead;
-                const int part = warp % kWarpsPerHead;
-                for (int h0 = 0; h0 < num_heads; h0 += kHeadsPerPass) {  // one pass when kWarpsPerHead > 1
-                    const int h = h0 + warp / kWarpsPerHead;
-                    const bool active = h < num_heads;
-                    float* row = logits + h * stride;
-                    const float m_old = active ? m_run[h] : 0.f;
-                    float cmax = -INFINITY;
-                    if (active)
-                        for (int t = part * 32 + lane; t < chunk_len; t += 32 * kWarpsPerHead) cmax = fmaxf(cmax, row[t]);
-                    cmax = pa::warp_max(cmax);
-                    if constexpr (kWarpsPerHead > 1) {
-                        if (lane == 0) red_max[warp] = cmax;
-                        __syncthreads();
-                        for (int w = warp - part; w < warp - part + kWarpsPerHead; ++w) cmax = fmaxf(cmax, red_max[w]);
-                    }
-                    const float m_new = fmaxf(m_old, cmax);
-                    float sum = 0.f;
-                    if (active)
-                        for (int t = part * 32 + lane; t < chunk_len; t += 32 * kWarpsPerHead) {
-                            const float p = __expf(row[t] - m_new);
-                            row[t] = p;
-                            sum += p;
-                        }
-                    sum = pa::warp_sum(sum);
-                    if constexpr (kWarpsPerHead > 1) {
-                        if (lane == 0) red_sum[warp] = sum;
-                        __syncthreads();  // every warp of the head has read m_run[h] before it changes
-                        sum = 0.f;
-                        for (int w = warp - part; w < warp - part + kWarpsPerHead; ++w) sum += red_sum[w];
-                    }
-                    __syncwarp();  // every lane has read m_run[h] (m_old) before lane 0 changes it
-                    if (active && part == 0 && lane == 0) {
-                        const float a = __expf(m_old - m_new);  // 0 on the first chunk (m_old = -inf)
-                        alpha[h] = a;
-                        l_run[h] = l_run[h] * a + sum;
-                        m_run[h] = m_new;
-                    }
-                }
+                // 2. All logits of the chunk are written (the barrier above): softmax step.
+                chunk_softmax<GROUP_MAX>(logits, stride, chunk_len, num_heads, m_run, l_run, alpha, red_max, red_sum);
                 __syncthreads();
 #pragma unroll
                 for (int j = 0; j < Pv::kHeadsPerThread; ++j) {

@@ -23,13 +23,20 @@ struct Config {
     int tgs = 8;          // THREAD_GROUP_SIZE: 4, 8 or 16
     bool wide_k = true;   // 16-byte K loads (false: 2-byte loads; ablation, grouped TGS 8, D 128 only)
     bool q_regs = true;   // q slice in registers (false: shared memory; ablation, as above)
+    // The grouped CTA with both dot products on tensor cores (mma.sync); tgs is unused.
+    bool tensor_cores = false;
 };
 
-// CSV variant names: per_head_tgs8, grouped_tgs16, grouped_tgs8_scalar_k, grouped_tgs8_q_smem.
+// The tensor-core grouped configuration (CSV name grouped_mma).
+Config grouped_mma_config();
+
+// CSV variant names: per_head_tgs8, grouped_tgs16, grouped_tgs8_scalar_k, grouped_tgs8_q_smem,
+// grouped_mma.
 std::string config_name(const Config& c);
 
 // Query heads one CTA computes (the kernel's GROUP_MAX): 1 per head; for grouped, the
-// group rounded up to 1, 2, 4, 8 or 32 (a group of 6 runs as 8 with two heads idle).
+// group rounded up to 1, 2, 4, 8 or 32 (a group of 6 runs as 8 with two heads idle); for
+// grouped_mma, rounded up to 8, 16 or 32 (whole mma columns).
 int heads_per_cta(const Config& c, int group);
 
 // Empty if the configuration can run the shape, otherwise why not.
@@ -39,7 +46,9 @@ void launch(const pa::PagedDecodeArgs& a, const Config& c, cudaStream_t stream);
 
 pa::LaunchGeometry geometry(const Config& c, const pa::DecodeShape& s, const pa::DeviceInfo& info);
 
-// The automatic choice of mapping and TGS (the rule is stated in the lesson README).
+// The automatic choice of kernel (the rule is stated in the lesson README): grouped_mma,
+// except per_head_tgs4 for MHA with B * H >= SMs and for grouped grids below this many CTAs.
+constexpr int kMinGroupedCtas = 4;
 Config auto_config(int B, int H, int Hkv, int sms);
 Config auto_config(const pa::DecodeShape& s, const pa::DeviceInfo& info);
 // One line saying which rule fired, for the printout.
@@ -48,7 +57,15 @@ std::string auto_reason(const pa::DecodeShape& s, const pa::DeviceInfo& info);
 pa::DecodeVariant variant(const Config& c);
 pa::DecodeVariant auto_variant(const pa::DeviceInfo& info);  // named `auto`
 
-// per_head and grouped for TGS 4, 8, 16; the two ablation steps; auto.
+// Defined in grouped_mma_decode.cu: the tensor-core kernel for a dtype, D and padded
+// group (nullptr if none is built), its dynamic shared memory (0 if none), its CTA size,
+// and its launch (tensor maps of both pools, grid (Hkv, B)).
+const void* grouped_mma_kernel(pa::DType t, int head_size, int group_n);
+size_t grouped_mma_smem_bytes(int head_size, int group_n);
+int grouped_mma_threads();
+void launch_grouped_mma(const pa::PagedDecodeArgs& a, int group_n, cudaStream_t stream);
+
+// per_head and grouped for TGS 4, 8, 16; the two ablation steps; grouped_mma; auto.
 std::vector<pa::DecodeVariant> all_variants(const pa::DeviceInfo& info);
 
 // Shapes that catch the group-mask trap and the chunk walk: contexts that are not a
