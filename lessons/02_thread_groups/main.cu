@@ -1,5 +1,6 @@
 // lesson02_thread_groups: checks every lesson-02 configuration (both mappings, TGS 4/8/16,
-// the ablation steps, the automatic choice) against the CPU reference, including contexts
+// the ablation steps, the tensor-core grouped_mma, the automatic choice) against the CPU
+// reference, including contexts
 // that catch the group-mask trap, then measures them beside lesson 01.
 //
 //   lesson02_thread_groups                    check, then Table A, the TGS sweep, the ablation
