@@ -3,11 +3,7 @@
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
-#include <string>
-
-#include "cuda_check.cuh"
 #include "grouped_mma_decode.cuh"
-#include "launch_utils.cuh"
 #include "thread_group_decode.h"
 
 namespace lesson02 {
@@ -62,19 +58,5 @@ size_t grouped_mma_smem_bytes(int head_size, int group_n) {
 }
 
 int grouped_mma_threads() { return kMmaThreads; }
-
-void launch_grouped_mma(const pa::PagedDecodeArgs& a, int group_n, cudaStream_t stream) {
-    const void* kernel = grouped_mma_kernel(a.dtype, a.D, group_n);
-    if (!kernel) throw pa::CudaError("lesson02: no grouped_mma kernel for D " + std::to_string(a.D));
-    pa::opt_in_max_dynamic_smem(kernel);
-    void* out = a.out;
-    const void *q = a.q, *k = a.k_cache, *v = a.v_cache;
-    const int* bt = a.block_table;
-    const int* cl = a.context_lens;
-    int H = a.H, Hkv = a.Hkv, group = a.H / a.Hkv, bs = a.block_size, mbps = a.max_blocks_per_seq;
-    float scale = a.scale;
-    void* args[] = {&out, &q, &k, &v, &bt, &cl, &H, &Hkv, &group, &bs, &mbps, &scale};
-    CUDA_CHECK(cudaLaunchKernel(kernel, dim3(a.Hkv, a.B), dim3(kMmaThreads), args, grouped_mma_smem_bytes(a.D, group_n), stream));
-}
 
 }  // namespace lesson02

@@ -144,7 +144,6 @@ Plan plan(const Config& c, pa::DType t, int B, int H, int Hkv, int D, int max_ct
 }  // namespace
 
 void launch(const pa::PagedDecodeArgs& a, const Config& c, cudaStream_t stream) {
-    if (c.tensor_cores) return launch_grouped_mma(a, heads_per_cta(c, a.H / a.Hkv), stream);
     const Plan p = plan(c, a.dtype, a.B, a.H, a.Hkv, a.D, a.max_ctx);
     pa::opt_in_max_dynamic_smem(p.r.kernel);
     void* out = a.out;
@@ -153,6 +152,8 @@ void launch(const pa::PagedDecodeArgs& a, const Config& c, cudaStream_t stream) 
     const int* cl = a.context_lens;
     int H = a.H, Hkv = a.Hkv, group = a.H / a.Hkv, bs = a.block_size, mbps = a.max_blocks_per_seq, chunk = p.chunk;
     float scale = a.scale;
+    // grouped_mma takes the same parameters without `chunk`; the launch reads only as many
+    // as the kernel has.
     void* args[] = {&out, &q, &k, &v, &bt, &cl, &H, &Hkv, &group, &bs, &mbps, &scale, &chunk};
     CUDA_CHECK(cudaLaunchKernel(p.r.kernel, p.grid, dim3(p.threads), args, p.smem, stream));
 }
@@ -171,11 +172,12 @@ pa::LaunchGeometry geometry(const Config& c, const pa::DecodeShape& s, const pa:
 // The rule (see README), read off the measured sweep on an H200 (plots/data/h200/lesson02.csv):
 //  * grouped_mma, the grouped CTA with tensor cores, by default: it reads K/V once for the
 //    whole group, its dot products cost next to nothing, and its deep copy ring suits one
-//    CTA per SM. It beat the CUDA-core grouped kernel on every measured shape.
+//    CTA per SM. It beat the CUDA-core grouped kernel on every measured shape with a group
+//    above 1.
 //  * per_head_tgs4 in two cases. MHA (group 1) with at least one CTA per SM (B * H >= SMs):
 //    nothing is shared, and the CUDA-core kernel fits two CTAs on an SM where grouped_mma's
 //    ring takes all of its shared memory. And a grouped grid of fewer than 4 CTAs (MQA with
-//    one or two sequences): the per-head grid's parallelism is worth more than the re-reads,
+//    one to three sequences): the per-head grid's parallelism is worth more than the re-reads,
 //    which the other heads' CTAs find in L2. TGS 4 because K comes from shared memory, so a
 //    smaller group only means more tokens per step and a shorter shuffle tree.
 Config auto_config(int B, int H, int Hkv, int sms) {

@@ -58,12 +58,10 @@ pa::DecodeVariant variant(const Config& c);
 pa::DecodeVariant auto_variant(const pa::DeviceInfo& info);  // named `auto`
 
 // Defined in grouped_mma_decode.cu: the tensor-core kernel for a dtype, D and padded
-// group (nullptr if none is built), its dynamic shared memory (0 if none), its CTA size,
-// and its launch (tensor maps of both pools, grid (Hkv, B)).
+// group (nullptr if none is built), its dynamic shared memory (0 if none), its CTA size.
 const void* grouped_mma_kernel(pa::DType t, int head_size, int group_n);
 size_t grouped_mma_smem_bytes(int head_size, int group_n);
 int grouped_mma_threads();
-void launch_grouped_mma(const pa::PagedDecodeArgs& a, int group_n, cudaStream_t stream);
 
 // per_head and grouped for TGS 4, 8, 16; the two ablation steps; grouped_mma; auto.
 std::vector<pa::DecodeVariant> all_variants(const pa::DeviceInfo& info);
