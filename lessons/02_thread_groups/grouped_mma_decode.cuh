@@ -1,10 +1,11 @@
-// Lesson 02, last step: the GQA-grouped CTA with its dot products on tensor cores.
+// Lesson 02, last step: the GQA-grouped CTA with its dot products on tensor cores, and
+// warps that only copy.
 //
-// Why: a grouped CTA does `group` times the arithmetic of a per-head CTA on the same bytes.
-// For llama70b (group 8) that is 2 * 8 * D multiply-adds per 4 * D bytes of K and V, and at
-// full memory speed each SM would have to keep about half of its fp32 lanes busy on them
-// alone, with 8 warps to do it (see the README). Written as matrices, the work on one tile
-// of staged tokens is two small GEMMs:
+// Why tensor cores: a grouped CTA does `group` times the arithmetic of a per-head CTA on
+// the same bytes. For llama70b (group 8) that is 2 * 8 * D multiply-adds per 4 * D bytes of
+// K and V, and at full memory speed each SM would have to keep about half of its fp32 lanes
+// busy on them alone (see the README). Written as matrices, the work on one tile of staged
+// tokens is two small GEMMs:
 //   logits[token][head] = K_tile[token][:] . q[head][:]         (tile x D) times (D x group)
 //   out^T[d][head]     += V_tile^T[d][token] . P^T[token][head]  (D x tile) times (tile x group)
 // and one warp instruction, mma.sync.m16n8k16, does a 16 x 8 x 16 block of either. The
@@ -14,13 +15,20 @@
 // second), q rows (B of the first). P is rounded to the storage type in registers for the
 // second GEMM, as FlashAttention does; maxima, sums and accumulators stay fp32.
 //
-// Once the arithmetic is cheap, what is left is keeping DRAM busy with one CTA per SM:
-//  * K and V stream alternately over the whole sequence (K0 V0 K1 V1 ...) with no chunk
-//    boundary where the ring drains; the softmax step runs on each K tile as it lands (the
-//    running max and sum of chunk_softmax, with a tile as the chunk). The logits need one
-//    tile of shared memory, and the rest goes to a deeper ring (6 slots).
-//  * The copy path is lean: a thread copies the same 16-byte piece of the same rows of
-//    every tile, and page ids are read a ring step ahead (see StreamCopier).
+// Why copy warps: with the arithmetic cheap, one CTA per SM must keep DRAM busy. When the
+// same warps issue the copies and do the math, every copy waits behind the softmax and the
+// mma chains of the warp that issues it, and every warp waits at a CTA-wide barrier per
+// tile. Here 8 producer warps do nothing but copy K and V tiles into a ring, and 8 consumer
+// warps do nothing but compute; they meet at two mbarriers per ring slot (common/mbarrier.cuh):
+//   full[slot]   the tile has landed       (producers arrive, consumers wait)
+//   empty[slot]  the tile has been used    (consumers arrive, producers wait)
+// so a copy is issued as soon as a slot frees up, whatever the consumers are doing.
+//  * K and V stream alternately over the whole sequence (K0 V0 K1 V1 ...); the softmax step
+//    runs on each K tile's logits (the running max and sum of chunk_softmax, with a tile
+//    as the chunk). The logits are double-buffered by token tile, so the consumers need only
+//    two barriers of their own per token tile: before the softmax and before PV.
+//  * A producer thread copies the same 16-byte piece of the same rows of every tile, and
+//    reads page ids a tile ahead (see TileProducer).
 #pragma once
 
 #include <cuda_runtime.h>
@@ -28,6 +36,7 @@
 #include <cstdint>
 
 #include "device_math.cuh"
+#include "mbarrier.cuh"
 #include "mma.cuh"
 #include "thread_group_decode.cuh"
 
@@ -36,8 +45,11 @@ namespace lesson02 {
 // What one CTA may ask for on sm_90 (227 KiB opt-in) less 1 KiB for the static arrays; an
 // A100 (163 KiB) cannot run this kernel, and the variant says so.
 constexpr int kMmaSmemLimit = 226 * 1024;
-constexpr int kMmaThreads = 256;  // 8 warps
-constexpr int kMmaWarps = kMmaThreads / 32;
+constexpr int kConsumerThreads = 256;  // warps 0..7: the math
+constexpr int kProducerThreads = 256;  // warps 8..15: the copies
+constexpr int kMmaThreads = kConsumerThreads + kProducerThreads;
+constexpr int kConsumerWarps = kConsumerThreads / 32;
+constexpr int kConsumerBarrier = 1;  // named barrier id of the consumer warps
 
 // GROUP_N: the heads of one CTA rounded up to whole mma columns (8, 16 or 32).
 template <int HEAD_SIZE, int GROUP_N>
@@ -48,42 +60,46 @@ struct MmaLayout {
     static constexpr int kKSteps = kTile / 16;              // 16-token steps of a tile
     static constexpr int kQkItems = kKSteps * kNTiles;      // 16-token x 8-head logit blocks per tile
     // Output blocks (16 dims x 8 heads) live in registers for the whole kernel. With fewer
-    // blocks than warps, kPvSplit warps share a block, each taking some of the tile's
-    // 16-token steps; their partial sums are added once, at the end.
+    // blocks than consumer warps, kPvSplit warps share a block, each taking some of the
+    // tile's 16-token steps; their partial sums are added once, at the end.
     static constexpr int kPvItems = HEAD_SIZE / 16 * kNTiles;
-    static constexpr int kPvSplit = kPvItems >= kMmaWarps ? 1 : kMmaWarps / kPvItems;
-    static constexpr int kWarpsPerSplit = kMmaWarps / kPvSplit;
+    static constexpr int kPvSplit = kPvItems >= kConsumerWarps ? 1 : kConsumerWarps / kPvItems;
+    static constexpr int kWarpsPerSplit = kConsumerWarps / kPvSplit;
     static constexpr int kPvItemsPerWarp = kPvItems / kWarpsPerSplit;
     static constexpr int kKStepsPerSplit = kKSteps / kPvSplit;
     static constexpr int kLogitStride = kTile + 8;  // p[h][t], p[h][t + 1] as one 8-byte read, no bank conflict
     // Dynamic shared memory, in bytes:
     //   tiles   [stages][kTile][kRow] K or V elements (at the end: the split partial sums)
     //   q       [GROUP_N][kRow] elements, unscaled (heads past the group are zero)
-    //   logits  [GROUP_N][kTile + 8] floats: one tile's logits, then its p
+    //   logits  [2][GROUP_N][kTile + 8] floats: a token tile's logits, then its p; two
+    //           buffers, used by even and odd token tiles
     static constexpr int kTileBytes = kTile * kRow * 2;
-    static constexpr int kFixedBytes = GROUP_N * kRow * 2 + GROUP_N * kLogitStride * 4;
-    // As many ring slots as fit, at most 6 (5 tiles in flight, 160 KiB at D 128).
+    static constexpr int kLogitFloats = GROUP_N * kLogitStride;
+    static constexpr int kFixedBytes = GROUP_N * kRow * 2 + 2 * kLogitFloats * 4;
+    // As many ring slots as fit, at most 6 (160 KiB at D 128).
     static constexpr int kStages = (kMmaSmemLimit - kFixedBytes) / kTileBytes < 6 ? (kMmaSmemLimit - kFixedBytes) / kTileBytes : 6;
     static constexpr int kSmemBytes = kStages * kTileBytes + kFixedBytes;
     static_assert(GROUP_N == 8 || GROUP_N == 16 || GROUP_N == 32, "heads are padded to 8, 16 or 32");
+    static_assert(GROUP_N >= kConsumerWarps, "chunk_softmax gives each head one whole warp");
     static_assert(kPvItemsPerWarp * kWarpsPerSplit == kPvItems && kKStepsPerSplit * kPvSplit == kKSteps,
                   "output blocks and token steps must spread evenly over the warps");
     static_assert(kStages >= 3, "the ring needs at least three slots");
     static_assert((kPvSplit - 1) * GROUP_N * HEAD_SIZE * 4 <= kStages * kTileBytes, "split partials reuse the ring");
 };
 
-// The copy of K/V tiles into the ring. A thread always copies the same 16-byte piece of
-// rows row0, row0 + kRowsPerPass, ... of a tile, so a copy costs one multiply-add on top of
-// the cp.async; the page ids of a token tile are read from the block table a whole ring
-// step before they are needed (a dependent global load on the copy path would hold up
-// every copy behind it), and serve both the K and the V tile.
-template <class scalar_t, int HEAD_SIZE, int STAGES>
-struct StreamCopier {
-    static constexpr int kPieces = HEAD_SIZE / 8;                   // 16-byte pieces of a row
-    static constexpr int kRowsPerPass = kMmaThreads / kPieces;      // rows one pass of the CTA copies
+// The producer side: copies of K/V tiles into the ring with cp.async. Producer thread `tid`
+// always copies the same 16-byte piece of rows row0, row0 + kRowsPerPass, ... of a tile, so
+// a copy costs one multiply-add on top of the cp.async. The page ids of a token tile are
+// read from the block table while the previous token tile's V is copied (a dependent
+// global load right before a copy would hold it up), and serve both its K and its V tile.
+template <class scalar_t, int HEAD_SIZE>
+struct TileProducer {
+    static constexpr int kPieces = HEAD_SIZE / 8;                    // 16-byte pieces of a row
+    static constexpr int kRowsPerPass = kProducerThreads / kPieces;  // rows one pass of the producers copies
     static constexpr int kTile = tile_tokens(HEAD_SIZE);
     static constexpr int kRowsPerThread = kTile / kRowsPerPass;
     static constexpr int kRow = tile_row_elems(HEAD_SIZE);
+    static_assert(kProducerThreads % kPieces == 0 && kTile % kRowsPerPass == 0, "every row of a tile has one copier per piece");
 
     const scalar_t* k_cache;   // [num_blocks, Hkv, block_size, D]
     const scalar_t* v_cache;
@@ -91,14 +107,14 @@ struct StreamCopier {
     int block_stride;          // elements between blocks: Hkv * block_size * D (a few million at most)
     int src_offset[kRowsPerThread];  // where row k of any tile sits in its block, plus kv_head and piece
     int row0, smem_offset;     // first row; its piece's place in a staged tile
-    int block_shift, ctx, num_stream_tiles;
+    int block_shift, ctx;
     int block_ids[kRowsPerThread];  // physical blocks of this thread's rows of the next token tile (-1 past the end)
 
-    __device__ StreamCopier(const scalar_t* k, const scalar_t* v, const int* pages, int Hkv, int kv_head, int block_size,
-                            int context, int stream_tiles)
+    __device__ TileProducer(int tid, const scalar_t* k, const scalar_t* v, const int* pages, int Hkv, int kv_head,
+                            int block_size, int context)
         : k_cache(k), v_cache(v), seq_pages(pages) {
-        const int piece = threadIdx.x % kPieces;
-        row0 = threadIdx.x / kPieces;
+        const int piece = tid % kPieces;
+        row0 = tid / kPieces;
         smem_offset = row0 * kRow + piece * 8;
         block_shift = __ffs(block_size) - 1;  // block sizes are powers of two, and divide kTile
         block_stride = Hkv * block_size * HEAD_SIZE;
@@ -106,7 +122,6 @@ struct StreamCopier {
         for (int k = 0; k < kRowsPerThread; ++k)  // tile starts are multiples of the block size
             src_offset[k] = (kv_head * block_size + ((row0 + k * kRowsPerPass) & (block_size - 1))) * HEAD_SIZE + piece * 8;
         ctx = context;
-        num_stream_tiles = stream_tiles;
         load_block_ids(0);
     }
 
@@ -118,25 +133,23 @@ struct StreamCopier {
         }
     }
 
-    // Stream tile s (even: K of token tile s / 2, odd: its V) into ring slot s % STAGES, then
-    // one commit (empty past the end, so wait<STAGES - 2> keeps its meaning). Rows past the
-    // sequence's end are zeroed: an mma multiplies whole 16-row blocks, and a stale NaN
-    // times p = 0 would still be NaN. Tiles must be issued in order.
-    __device__ __forceinline__ void issue(scalar_t* tiles, int s) {
-        if (s < num_stream_tiles) {
-            const scalar_t* cache = s % 2 == 0 ? k_cache : v_cache;
-            scalar_t* buf = tiles + (s % STAGES) * kTile * kRow + smem_offset;  // [kTile][kRow]
+    // Stream tile s (even: K of token tile s / 2, odd: its V) into buf = its ring slot
+    // [kTile][kRow], and commit it as one cp.async group. Rows past the sequence's end are
+    // zeroed: an mma multiplies whole 16-row blocks, and a stale NaN times p = 0 would still
+    // be NaN. Tiles must be issued in order.
+    __device__ __forceinline__ void issue(scalar_t* buf, int s) {
+        const scalar_t* cache = s % 2 == 0 ? k_cache : v_cache;
+        buf += smem_offset;
 #pragma unroll
-            for (int k = 0; k < kRowsPerThread; ++k) {
-                scalar_t* dst = buf + k * kRowsPerPass * kRow;
-                if (block_ids[k] >= 0)  // cache[block, kv_head, t % block_size, piece * 8 .. + 8]
-                    pa::cp_async16(dst, cache + static_cast<long long>(block_ids[k]) * block_stride + src_offset[k]);
-                else
-                    *reinterpret_cast<uint4*>(dst) = make_uint4(0, 0, 0, 0);
-            }
+        for (int k = 0; k < kRowsPerThread; ++k) {
+            scalar_t* dst = buf + k * kRowsPerPass * kRow;
+            if (block_ids[k] >= 0)  // cache[block, kv_head, t % block_size, piece * 8 .. + 8]
+                pa::cp_async16(dst, cache + static_cast<long long>(block_ids[k]) * block_stride + src_offset[k]);
+            else
+                *reinterpret_cast<uint4*>(dst) = make_uint4(0, 0, 0, 0);
         }
         pa::cp_async_commit();
-        if (s % 2 == 1) load_block_ids(s / 2 + 1);  // for the next K tile, a ring step from now
+        if (s % 2 == 1) load_block_ids(s / 2 + 1);
     }
 };
 
@@ -152,7 +165,7 @@ grouped_mma_decode_kernel(scalar_t* __restrict__ out,             // [B, H, D]
     using L = MmaLayout<HEAD_SIZE, GROUP_N>;
     constexpr int kRow = L::kRow;
     constexpr int kTile = L::kTile;
-    constexpr int kStagesHere = L::kStages;
+    constexpr int kStages = L::kStages;
 
     const int seq = blockIdx.y;
     const int kv_head = blockIdx.x;
@@ -164,19 +177,45 @@ grouped_mma_decode_kernel(scalar_t* __restrict__ out,             // [B, H, D]
 
     extern __shared__ __align__(16) float smem[];
     scalar_t* tiles = reinterpret_cast<scalar_t*>(smem);                        // [kStages][kTile][kRow]
-    scalar_t* q_tile = tiles + kStagesHere * kTile * kRow;                      // [GROUP_N][kRow]
-    float* logits = reinterpret_cast<float*>(q_tile + GROUP_N * kRow);          // [GROUP_N][kTile + 8]
+    scalar_t* q_tile = tiles + kStages * kTile * kRow;                          // [GROUP_N][kRow]
+    float* logit_bufs = reinterpret_cast<float*>(q_tile + GROUP_N * kRow);      // [2][GROUP_N][kTile + 8]
     __shared__ float m_run[GROUP_N], l_run[GROUP_N], alpha[GROUP_N];
-    __shared__ float red_max[kMmaWarps], red_sum[kMmaWarps];
+    __shared__ float red_max[kConsumerWarps], red_sum[kConsumerWarps];
+    __shared__ uint64_t full[kStages], empty[kStages];
 
-    // The ring starts filling before anything else.
-    StreamCopier<scalar_t, HEAD_SIZE, kStagesHere> copier(k_cache, v_cache, seq_pages, Hkv, kv_head, block_size, ctx,
-                                                          num_stream_tiles);
-    for (int s = 0; s < kStagesHere - 1; ++s) copier.issue(tiles, s);
+    if (threadIdx.x == 0) {
+        for (int i = 0; i < kStages; ++i) {
+            pa::mbarrier_init(&full[i], kProducerThreads);
+            pa::mbarrier_init(&empty[i], kConsumerThreads);
+        }
+    }
+    __syncthreads();  // the last CTA-wide barrier: from here on the two roles only meet at full/empty
 
-    // q rows of the group, 16 bytes at a time: q_tile[h][d] = q[seq, first_head + h, d]
+    if (threadIdx.x >= kConsumerThreads) {
+        // Producers. Slot s % kStages is reused once the consumers have released its previous
+        // tile (use s / kStages - 1 of `empty`). A producer keeps kLag of its own tiles in
+        // flight and announces tile s - kLag once its cp.async group has landed: the wait
+        // covers the thread's own copies only, which is why `full` counts every producer.
+        constexpr int kLag = kStages - 2;
+        TileProducer<scalar_t, HEAD_SIZE> producer(threadIdx.x - kConsumerThreads, k_cache, v_cache, seq_pages, Hkv,
+                                                   kv_head, block_size, ctx);
+        for (int s = 0; s < num_stream_tiles; ++s) {
+            const int slot = s % kStages;
+            if (s >= kStages) pa::mbarrier_wait(&empty[slot], (s / kStages + 1) & 1);
+            producer.issue(tiles + slot * kTile * kRow, s);
+            if (s >= kLag) {
+                pa::cp_async_wait<kLag>();
+                pa::mbarrier_arrive(&full[(s - kLag) % kStages]);
+            }
+        }
+        pa::cp_async_wait<0>();
+        for (int s = max(0, num_stream_tiles - kLag); s < num_stream_tiles; ++s) pa::mbarrier_arrive(&full[s % kStages]);
+        return;
+    }
+
+    // Consumers. q rows of the group, 16 bytes at a time: q_tile[h][d] = q[seq, first_head + h, d]
     constexpr int kPiecesPerRow = HEAD_SIZE / 8;
-    for (int i = threadIdx.x; i < GROUP_N * kPiecesPerRow; i += kMmaThreads) {
+    for (int i = threadIdx.x; i < GROUP_N * kPiecesPerRow; i += kConsumerThreads) {
         const int h = i / kPiecesPerRow, piece = i % kPiecesPerRow;
         uint4 w = make_uint4(0, 0, 0, 0);
         if (h < num_heads)
@@ -187,6 +226,7 @@ grouped_mma_decode_kernel(scalar_t* __restrict__ out,             // [B, H, D]
         m_run[threadIdx.x] = -INFINITY;
         l_run[threadIdx.x] = 0.f;
     }
+    pa::named_barrier_sync<kConsumerBarrier, kConsumerThreads>();
 
     const int lane = threadIdx.x % 32;
     const int warp = threadIdx.x / 32;
@@ -204,15 +244,15 @@ grouped_mma_decode_kernel(scalar_t* __restrict__ out,             // [B, H, D]
         for (int e = 0; e < 4; ++e) acc[j][e] = 0.f;
 
     for (int s = 0; s < num_stream_tiles; ++s) {
-        pa::cp_async_wait<kStagesHere - 2>();
-        __syncthreads();  // tile s is visible to all; everyone is done with slot (s - 1) % kStages
-        copier.issue(tiles, s + kStagesHere - 1);
-        const scalar_t* buf = tiles + (s % kStagesHere) * kTile * kRow;  // [kTile][kRow], rows >= n are zero
+        const int slot = s % kStages;
+        pa::mbarrier_wait(&full[slot], (s / kStages) & 1);
+        const scalar_t* buf = tiles + slot * kTile * kRow;                // [kTile][kRow], rows >= n are zero
         const int n = min(kTile, ctx - s / 2 * kTile);                    // tokens of this token tile
+        float* logits = logit_bufs + (s / 2 % 2) * L::kLogitFloats;       // [GROUP_N][kTile + 8]
 
         if (s % 2 == 0) {
             // 1. logits[h][t] = scale * (K_tile[t] . q[h]), one 16-token x 8-head block per warp and step.
-            for (int item = warp; item < L::kQkItems; item += kMmaWarps) {
+            for (int item = warp; item < L::kQkItems; item += kConsumerWarps) {
                 const int mt = item % L::kKSteps, nt = item / L::kKSteps;
                 if (mt * 16 >= n) continue;  // the whole block is past the sequence's end
                 float cf[2][4] = {};         // two partial sums: the mma chain is half as long
@@ -236,13 +276,19 @@ grouped_mma_decode_kernel(scalar_t* __restrict__ out,             // [B, H, D]
                     row0[L::kLogitStride + t + 8] = (cf[0][3] + cf[1][3]) * scale;
                 }
             }
+            pa::mbarrier_arrive(&empty[slot]);  // this thread is done with the K tile
             continue;
         }
 
-        // 2. The tile's logits are written (the barrier above): the softmax step with the tile
-        //    as the chunk, then every output block is rescaled by its heads' alpha.
-        chunk_softmax<GROUP_N, kMmaWarps>(logits, L::kLogitStride, n, num_heads, m_run, l_run, alpha, red_max, red_sum);
-        __syncthreads();
+        // 2. Every warp has written its logits: the softmax step with the tile as the chunk
+        //    (one warp per head), then every output block is rescaled by its heads' alpha.
+        //    Writing the next token tile's logits cannot disturb this one's p (the other
+        //    buffer), and the token tile after that waits at this barrier of the next tile,
+        //    which every warp reaches only after its PV here.
+        pa::named_barrier_sync<kConsumerBarrier, kConsumerThreads>();
+        chunk_softmax<GROUP_N, kConsumerWarps>(logits, L::kLogitStride, n, num_heads, m_run, l_run, alpha, red_max,
+                                               red_sum);
+        pa::named_barrier_sync<kConsumerBarrier, kConsumerThreads>();
         // 3. out^T[d][h] += V_tile^T[d][t] p[h][t], 16 tokens per mma. Tokens past the end and
         //    idle heads give p = 0 (their V rows are zero too).
 #pragma unroll
@@ -275,14 +321,15 @@ grouped_mma_decode_kernel(scalar_t* __restrict__ out,             // [B, H, D]
                 pa::mma_16816<scalar_t>(acc[j], a, b);
             }
         }
+        pa::mbarrier_arrive(&empty[slot]);  // this thread is done with the V tile
     }
 
-    // 4. Splits 1.. hand their partial sums to split 0 through the (now idle) ring, which
-    //    divides by the running sum and stores out[seq, first_head + h, d].
-    pa::cp_async_wait<0>();  // only empty groups can be left, but leave none behind
+    // 4. Splits 1.. hand their partial sums to split 0 through the ring, which divides by the
+    //    running sum and stores out[seq, first_head + h, d]. The ring is idle: the consumers
+    //    waited for every tile the producers copied, and the producers copy nothing more.
     float* partials = smem;  // [kPvSplit - 1][GROUP_N][HEAD_SIZE]
+    pa::named_barrier_sync<kConsumerBarrier, kConsumerThreads>();  // every consumer is done with the ring and l_run is final
     if constexpr (L::kPvSplit > 1) {
-        __syncthreads();  // every warp is done with the ring
         if (pv_split > 0) {
 #pragma unroll
             for (int j = 0; j < L::kPvItemsPerWarp; ++j) {
@@ -293,7 +340,7 @@ grouped_mma_decode_kernel(scalar_t* __restrict__ out,             // [B, H, D]
                     partials[((pv_split - 1) * GROUP_N + h + (e & 1)) * HEAD_SIZE + d + (e >> 1) * 8] = acc[j][e];
             }
         }
-        __syncthreads();
+        pa::named_barrier_sync<kConsumerBarrier, kConsumerThreads>();
     }
     if (pv_split == 0) {
 #pragma unroll

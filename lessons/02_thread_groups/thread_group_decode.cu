@@ -171,12 +171,12 @@ pa::LaunchGeometry geometry(const Config& c, const pa::DecodeShape& s, const pa:
 
 // The rule (see README), read off the measured sweep on an H200 (plots/data/h200/lesson02.csv):
 //  * grouped_mma, the grouped CTA with tensor cores, by default: it reads K/V once for the
-//    whole group, its dot products cost next to nothing, and its deep copy ring suits one
-//    CTA per SM. It beat the CUDA-core grouped kernel on every measured shape with a group
-//    above 1.
+//    whole group, its dot products cost next to nothing, and its copy warps keep a deep
+//    ring full with one CTA per SM. It beat the CUDA-core grouped kernel on every measured
+//    shape with a group above 1, and every kernel on MHA grids smaller than the GPU.
 //  * per_head_tgs4 in two cases. MHA (group 1) with at least one CTA per SM (B * H >= SMs):
 //    nothing is shared, and the CUDA-core kernel fits two CTAs on an SM where grouped_mma's
-//    ring takes all of its shared memory. And a grouped grid of fewer than 4 CTAs (MQA with
+//    ring and 16 warps take the whole SM. And a grouped grid of fewer than 4 CTAs (MQA with
 //    one to three sequences): the per-head grid's parallelism is worth more than the re-reads,
 //    which the other heads' CTAs find in L2. TGS 4 because K comes from shared memory, so a
 //    smaller group only means more tokens per step and a shorter shuffle tree.

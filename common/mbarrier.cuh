@@ -1,0 +1,50 @@
+// Shared-memory barriers for producer/consumer kernels (sm_90).
+//
+// An mbarrier is a 64-bit counter in shared memory. It is initialised with the number of
+// arrivals one phase expects; when that many threads have arrived, the phase completes
+// and the barrier starts the next one. A waiter names the phase it waits for by its parity
+// (0 for phases 0, 2, 4, ..., 1 for 1, 3, 5, ...), so a ring slot used for the n-th time
+// waits with parity n % 2. An arrive releases the arriving thread's own earlier memory
+// accesses, and a successful wait acquires them: every thread whose reads or writes must be
+// ordered has to arrive itself (a warp-wide __syncwarp followed by one lane's arrive is
+// not enough for the memory model).
+//
+// A named barrier (bar.sync id, n) is __syncthreads for a subset of the CTA: the first n
+// threads to reach barrier `id` (whole warps) are released together. Barrier 0 is the one
+// __syncthreads uses.
+#pragma once
+
+#include <cstdint>
+
+#include "mma.cuh"  // smem_address
+
+namespace pa {
+
+__device__ __forceinline__ void mbarrier_init(uint64_t* bar, int arrivals) {
+    asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(smem_address(bar)), "r"(arrivals) : "memory");
+}
+
+__device__ __forceinline__ void mbarrier_arrive(uint64_t* bar) {
+    asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" ::"r"(smem_address(bar)) : "memory");
+}
+
+// Spins until the phase with this parity has completed.
+__device__ __forceinline__ void mbarrier_wait(uint64_t* bar, unsigned parity) {
+    asm volatile(
+        "{\n"
+        "  .reg .pred done;\n"
+        "WAIT_%=:\n"
+        "  mbarrier.try_wait.parity.shared::cta.b64 done, [%0], %1;\n"
+        "  @!done bra WAIT_%=;\n"
+        "}\n" ::"r"(smem_address(bar)),
+        "r"(parity)
+        : "memory");
+}
+
+template <int ID, int THREADS>
+__device__ __forceinline__ void named_barrier_sync() {
+    static_assert(ID > 0 && ID < 16 && THREADS % 32 == 0, "barriers 1..15, whole warps");
+    asm volatile("bar.sync %0, %1;" ::"n"(ID), "n"(THREADS) : "memory");
+}
+
+}  // namespace pa
