@@ -65,6 +65,39 @@ TEST_CASE("lesson02 grouped_mma (tensor cores) matches the reference on 60 rando
     CHECK(r.refused == 0);
 }
 
+// A grid larger than the GPU with one 8-head column block takes the two-CTAs-per-SM
+// layout (a 3-slot ring): check it for every D and both dtypes, groups 1, 2 and 8, with
+// contexts that end inside a tile, and that two CTAs really fit on an SM.
+TEST_CASE("lesson02 grouped_mma with two CTAs per SM (grids larger than the GPU)", "[gpu][lesson02]") {
+    const pa::DeviceInfo info = pa::testing::gpu_for_test();
+    CHECK(lesson02::grouped_mma_ctas_per_sm(8, info.sms + 1, info.sms) == 2);
+    CHECK(lesson02::grouped_mma_ctas_per_sm(8, info.sms, info.sms) == 1);
+    CHECK(lesson02::grouped_mma_ctas_per_sm(16, 4 * info.sms, info.sms) == 1);
+    const pa::DecodeVariant mma = variants_named({"grouped_mma"})[0];
+    const int dims[] = {64, 128, 256};
+    const int groups[] = {1, 2, 8};
+    int runs = 0;
+    for (const int D : dims)
+        for (const int group : groups)
+            for (const pa::DType t : {pa::DType::fp16, pa::DType::bf16}) {
+                const int Hkv = 4, B = info.sms / Hkv + 1;  // B * Hkv > SMs
+                std::vector<int> ctx;
+                for (int b = 0; b < B; ++b) ctx.push_back(1 + (b * 37) % 300);  // 1 .. 297, mostly mid-tile
+                const pa::DecodeShape s =
+                    pa::make_shape("two-per-sm-D" + std::to_string(D) + "-g" + std::to_string(group), Hkv * group, Hkv, ctx, D, 16, t);
+                INFO(s.name << " " << pa::dtype_name(t));
+                const lesson02::Config c = lesson02::grouped_mma_config();
+                CHECK(lesson02::geometry(c, s, info).ctas_per_sm == 2);
+                const pa::DecodeProblem p = pa::make_decode_problem(s, kSeed + 4);
+                pa::DeviceDecodeProblem dev(p);
+                const pa::CheckResult r = pa::check_once(mma, dev, p, pa::reference::softmax_decode(p));
+                INFO(r.message);
+                CHECK(r.pass);
+                ++runs;
+            }
+    CHECK(runs == 18);
+}
+
 // The group-mask trap: contexts that are not a multiple of the tokens a CTA step takes,
 // for every TGS and both mappings, and contexts that cross the chunk boundaries.
 TEST_CASE("lesson02 every variant passes the uneven-step and chunk-crossing shapes", "[gpu][lesson02]") {
@@ -125,20 +158,18 @@ TEST_CASE("lesson02 grouped refuses a group above 32 by name; per_head runs it",
 }
 
 TEST_CASE("lesson02 auto follows its stated rule", "[gpu][lesson02]") {
-    const int sms = 132;
-    auto picks = [&](int B, int H, int Hkv) { return lesson02::config_name(lesson02::auto_config(B, H, Hkv, sms)); };
-    // grouped_mma by default
+    auto picks = [](int B, int H, int Hkv) { return lesson02::config_name(lesson02::auto_config(B, H, Hkv)); };
+    // grouped_mma by default, MHA included
     CHECK(picks(16, 64, 8) == "grouped_mma");    // llama70b-B16
     CHECK(picks(1, 64, 8) == "grouped_mma");     // 8 grouped CTAs
     CHECK(picks(16, 32, 1) == "grouped_mma");    // MQA, 16 grouped CTAs
     CHECK(picks(1, 8, 4) == "grouped_mma");      // 4 grouped CTAs: the smallest grid it takes
-    CHECK(picks(4, 32, 32) == "grouped_mma");    // MHA, B * H = 128 < 132
-    // MHA with a full per-head grid: per_head, TGS 4
-    CHECK(picks(5, 32, 32) == "per_head_tgs4");  // B * H = 160
-    CHECK(picks(128, 32, 32) == "per_head_tgs4");
-    // fewer than 4 grouped CTAs: per_head
+    CHECK(picks(4, 32, 32) == "grouped_mma");    // MHA, 128 CTAs
+    CHECK(picks(128, 32, 32) == "grouped_mma");  // MHA, 4096 CTAs
+    // fewer than 4 grouped CTAs: per_head, TGS 4
     CHECK(picks(1, 32, 1) == "per_head_tgs4");
     CHECK(picks(3, 32, 1) == "per_head_tgs4");
+    CHECK(picks(1, 2, 2) == "per_head_tgs4");    // MHA with 2 heads: 2 CTAs either way
     // a group above 32 has no grouped kernel
     CHECK(picks(64, 64, 1) == "per_head_tgs4");
 }

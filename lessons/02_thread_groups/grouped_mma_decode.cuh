@@ -18,7 +18,7 @@
 // Why copy warps: with the arithmetic cheap, one CTA per SM must keep DRAM busy. When the
 // same warps issue the copies and do the math, every copy waits behind the softmax and the
 // mma chains of the warp that issues it, and every warp waits at a CTA-wide barrier per
-// tile. Here 8 producer warps do nothing but copy K and V tiles into a ring, and 8 consumer
+// tile. Here 4 producer warps do nothing but copy K and V tiles into a ring, and 8 consumer
 // warps do nothing but compute; they meet at two mbarriers per ring slot (common/mbarrier.cuh):
 //   full[slot]   the tile has landed       (producers arrive, consumers wait)
 //   empty[slot]  the tile has been used    (consumers arrive, producers wait)
@@ -29,6 +29,9 @@
 //    two barriers of their own per token tile: before the softmax and before PV.
 //  * A producer thread copies the same 16-byte piece of the same rows of every tile, and
 //    reads page ids a tile ahead (see TileProducer).
+//  * CTAS_PER_SM: one CTA per SM with a ring of up to 6 slots, or, for one 8-head column
+//    block, two CTAs per SM with 3 slots each (half the shared memory), so that on a grid
+//    larger than the GPU one CTA's start and end overlap the other's streaming.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -43,16 +46,19 @@
 namespace lesson02 {
 
 // What one CTA may ask for on sm_90 (227 KiB opt-in) less 1 KiB for the static arrays; an
-// A100 (163 KiB) cannot run this kernel, and the variant says so.
+// A100 (163 KiB) cannot run this kernel, and the variant says so. Two CTAs share an SM's
+// 228 KiB, less 1 KiB the system keeps per CTA and room for the static arrays.
 constexpr int kMmaSmemLimit = 226 * 1024;
+constexpr int kMmaSmemLimitTwoPerSm = 228 * 1024 / 2 - 1024 - 256;
 constexpr int kConsumerThreads = 256;  // warps 0..7: the math
-constexpr int kProducerThreads = 256;  // warps 8..15: the copies
+constexpr int kProducerThreads = 128;  // warps 8..11: the copies
 constexpr int kMmaThreads = kConsumerThreads + kProducerThreads;
 constexpr int kConsumerWarps = kConsumerThreads / 32;
 constexpr int kConsumerBarrier = 1;  // named barrier id of the consumer warps
 
 // GROUP_N: the heads of one CTA rounded up to whole mma columns (8, 16 or 32).
-template <int HEAD_SIZE, int GROUP_N>
+// CTAS_PER_SM: 1, or 2 (a shallower ring, so that two CTAs fit on an SM).
+template <int HEAD_SIZE, int GROUP_N, int CTAS_PER_SM>
 struct MmaLayout {
     static constexpr int kTile = tile_tokens(HEAD_SIZE);    // tokens per staged tile: 128 (64 at D 256)
     static constexpr int kRow = tile_row_elems(HEAD_SIZE);  // D + 8 elements: rows padded by 16 bytes
@@ -76,10 +82,12 @@ struct MmaLayout {
     static constexpr int kTileBytes = kTile * kRow * 2;
     static constexpr int kLogitFloats = GROUP_N * kLogitStride;
     static constexpr int kFixedBytes = GROUP_N * kRow * 2 + 2 * kLogitFloats * 4;
-    // As many ring slots as fit, at most 6 (160 KiB at D 128).
-    static constexpr int kStages = (kMmaSmemLimit - kFixedBytes) / kTileBytes < 6 ? (kMmaSmemLimit - kFixedBytes) / kTileBytes : 6;
+    // As many ring slots as fit, at most 6 (204 KiB at D 128).
+    static constexpr int kSmemLimit = CTAS_PER_SM == 1 ? kMmaSmemLimit : kMmaSmemLimitTwoPerSm;
+    static constexpr int kStages = (kSmemLimit - kFixedBytes) / kTileBytes < 6 ? (kSmemLimit - kFixedBytes) / kTileBytes : 6;
     static constexpr int kSmemBytes = kStages * kTileBytes + kFixedBytes;
     static_assert(GROUP_N == 8 || GROUP_N == 16 || GROUP_N == 32, "heads are padded to 8, 16 or 32");
+    static_assert(CTAS_PER_SM == 1 || CTAS_PER_SM == 2, "one or two CTAs per SM");
     static_assert(GROUP_N >= kConsumerWarps, "chunk_softmax gives each head one whole warp");
     static_assert(kPvItemsPerWarp * kWarpsPerSplit == kPvItems && kKStepsPerSplit * kPvSplit == kKSteps,
                   "output blocks and token steps must spread evenly over the warps");
@@ -153,8 +161,8 @@ struct TileProducer {
     }
 };
 
-template <class scalar_t, int HEAD_SIZE, int GROUP_N>
-__global__ void __launch_bounds__(kMmaThreads, 1)
+template <class scalar_t, int HEAD_SIZE, int GROUP_N, int CTAS_PER_SM>
+__global__ void __launch_bounds__(kMmaThreads, CTAS_PER_SM)
 grouped_mma_decode_kernel(scalar_t* __restrict__ out,             // [B, H, D]
                           const scalar_t* __restrict__ q,         // [B, H, D]
                           const scalar_t* __restrict__ k_cache,   // [num_blocks, Hkv, block_size, D]
@@ -162,7 +170,7 @@ grouped_mma_decode_kernel(scalar_t* __restrict__ out,             // [B, H, D]
                           const int* __restrict__ block_table,    // [B, max_blocks_per_seq]
                           const int* __restrict__ context_lens,   // [B]
                           int H, int Hkv, int group, int block_size, int max_blocks_per_seq, float scale) {
-    using L = MmaLayout<HEAD_SIZE, GROUP_N>;
+    using L = MmaLayout<HEAD_SIZE, GROUP_N, CTAS_PER_SM>;
     constexpr int kRow = L::kRow;
     constexpr int kTile = L::kTile;
     constexpr int kStages = L::kStages;
@@ -193,9 +201,12 @@ grouped_mma_decode_kernel(scalar_t* __restrict__ out,             // [B, H, D]
 
     if (threadIdx.x >= kConsumerThreads) {
         // Producers. Slot s % kStages is reused once the consumers have released its previous
-        // tile (use s / kStages - 1 of `empty`). A producer keeps kLag of its own tiles in
-        // flight and announces tile s - kLag once its cp.async group has landed: the wait
-        // covers the thread's own copies only, which is why `full` counts every producer.
+        // tile (use s / kStages - 1 of `empty`). A producer announces tile s - kLag once its
+        // cp.async group has landed: the wait covers the thread's own copies only, which is
+        // why `full` counts every producer. kLag = kStages - 2 leaves one slot free, so the
+        // next copy is issued while the consumers work on the tile just announced (with
+        // kLag = kStages - 1 the producer waited for them: 166 against 140 us on
+        // llama70b-B16-ctx8k, and slower with two CTAs per SM as well).
         constexpr int kLag = kStages - 2;
         TileProducer<scalar_t, HEAD_SIZE> producer(threadIdx.x - kConsumerThreads, k_cache, v_cache, seq_pages, Hkv,
                                                    kv_head, block_size, ctx);

@@ -174,8 +174,8 @@ int main(int argc, char** argv) {
         if (has_all(pa::table_a())) print_table_a(idx, info);
         if (has_all(pa::table_c_tgs_sweep())) print_tgs_sweep(idx, info);
         if (has_all(pa::table_c_ablation())) print_ablation(idx);
-        std::printf("\nauto rule: grouped_mma, except per_head_tgs4 for group 1 with B * H >= SMs (%d) and for B * Hkv < %d\n",
-                    info.sms, lesson02::kMinGroupedCtas);
+        std::printf("\nauto rule: grouped_mma, except per_head_tgs4 for B * Hkv < %d and for groups above 32\n",
+                    lesson02::kMinGroupedCtas);
         pa::write_csv_or_exit(kProgram, f.csv, rows);
         return failures == 0 ? 0 : 1;
     } catch (const std::exception& e) {

@@ -13,6 +13,8 @@
 
 namespace lesson02 {
 
+int grouped_mma_ctas_per_sm(int group_n, long long ctas, int sms) { return group_n == 8 && ctas > sms ? 2 : 1; }
+
 Config grouped_mma_config() {
     Config c;
     c.mapping = Mapping::grouped;
@@ -122,13 +124,21 @@ struct Plan {
     dim3 grid;
 };
 
+int current_sm_count() {
+    int device = 0, sms = 0;
+    CUDA_CHECK(cudaGetDevice(&device));
+    CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
+    return sms;
+}
+
 Plan plan(const Config& c, pa::DType t, int B, int H, int Hkv, int D, int max_ctx) {
     const int g = heads_per_cta(c, H / Hkv);
     Plan p;
     if (c.tensor_cores) {  // no chunks: the softmax step runs once per tile
-        p.r.kernel = grouped_mma_kernel(t, D, g);
+        const int ctas_per_sm = grouped_mma_ctas_per_sm(g, static_cast<long long>(B) * Hkv, current_sm_count());
+        p.r.kernel = grouped_mma_kernel(t, D, g, ctas_per_sm);
         if (!p.r.kernel) throw pa::CudaError("lesson02: no kernel built for grouped_mma with D " + std::to_string(D));
-        p.smem = grouped_mma_smem_bytes(D, g);
+        p.smem = grouped_mma_smem_bytes(D, g, ctas_per_sm);
         p.threads = grouped_mma_threads();
         p.grid = dim3(Hkv, B);
         return p;
@@ -171,33 +181,31 @@ pa::LaunchGeometry geometry(const Config& c, const pa::DecodeShape& s, const pa:
 
 // The rule (see README), read off the measured sweep on an H200 (plots/data/h200/lesson02.csv):
 //  * grouped_mma, the grouped CTA with tensor cores, by default: it reads K/V once for the
-//    whole group, its dot products cost next to nothing, and its copy warps keep a deep
-//    ring full with one CTA per SM. It beat the CUDA-core grouped kernel on every measured
-//    shape with a group above 1, and every kernel on MHA grids smaller than the GPU.
-//  * per_head_tgs4 in two cases. MHA (group 1) with at least one CTA per SM (B * H >= SMs):
-//    nothing is shared, and the CUDA-core kernel fits two CTAs on an SM where grouped_mma's
-//    ring and 16 warps take the whole SM. And a grouped grid of fewer than 4 CTAs (MQA with
-//    one to three sequences): the per-head grid's parallelism is worth more than the re-reads,
-//    which the other heads' CTAs find in L2. TGS 4 because K comes from shared memory, so a
-//    smaller group only means more tokens per step and a shorter shuffle tree.
-Config auto_config(int B, int H, int Hkv, int sms) {
-    const int group = H / Hkv;
+//    whole group, its dot products cost next to nothing, its copy warps keep the ring full,
+//    and on grids larger than the GPU two CTAs share an SM. It was the fastest or within
+//    noise of it on every measured shape with at least 4 grouped CTAs, MHA included (where
+//    the CUDA-core kernel at TGS 4 also spills registers at D 256).
+//  * per_head_tgs4 for a grouped grid of fewer than 4 CTAs (MQA with one to three
+//    sequences): the per-head grid's parallelism is worth more than the re-reads, which
+//    the other heads' CTAs find in L2; and for a group above 32, which has no grouped
+//    kernel. TGS 4 because K comes from shared memory, so a smaller group only means more
+//    tokens per step and a shorter shuffle tree.
+Config auto_config(int B, int H, int Hkv) {
     const Config mma = grouped_mma_config();
-    const bool mha_full_grid = group == 1 && static_cast<long long>(B) * H >= sms;
     const bool tiny_grouped_grid = static_cast<long long>(B) * Hkv < kMinGroupedCtas;
-    if (heads_per_cta(mma, group) > 0 && !mha_full_grid && !tiny_grouped_grid) return mma;
+    if (heads_per_cta(mma, H / Hkv) > 0 && !tiny_grouped_grid) return mma;
     Config c;
     c.mapping = Mapping::per_head;
     c.tgs = 4;
     return c;
 }
 
-Config auto_config(const pa::DecodeShape& s, const pa::DeviceInfo& info) { return auto_config(s.B, s.H, s.Hkv, info.sms); }
+Config auto_config(const pa::DecodeShape& s, const pa::DeviceInfo&) { return auto_config(s.B, s.H, s.Hkv); }
 
 std::string auto_reason(const pa::DecodeShape& s, const pa::DeviceInfo& info) {
     const Config c = auto_config(s, info);
-    return pa::strf("%s (group %d, B*H %lld vs %d SMs, B*Hkv %lld)", config_name(c).c_str(), s.group(),
-                    static_cast<long long>(s.B) * s.H, info.sms, static_cast<long long>(s.B) * s.Hkv);
+    return pa::strf("%s (group %d, B*Hkv %lld grouped CTAs, %d SMs)", config_name(c).c_str(), s.group(),
+                    static_cast<long long>(s.B) * s.Hkv, info.sms);
 }
 
 pa::DecodeVariant variant(const Config& c) {
@@ -206,7 +214,7 @@ pa::DecodeVariant variant(const Config& c) {
     v.why_not = [c](const pa::DecodeShape& s, const pa::DeviceInfo& info) {
         std::string why = why_not(c, s);
         if (why.empty() && c.tensor_cores && info.smem_per_block_optin > 0) {
-            const size_t need = grouped_mma_smem_bytes(s.D, heads_per_cta(c, s.group()));
+            const size_t need = grouped_mma_smem_bytes(s.D, heads_per_cta(c, s.group()), 1);  // the larger ring
             if (need + 1024 > static_cast<size_t>(info.smem_per_block_optin))
                 why = pa::strf("grouped_mma stages K/V through %zu KiB of shared memory; this GPU gives a CTA %d KiB",
                                need / 1024, info.smem_per_block_optin / 1024);
@@ -218,12 +226,11 @@ pa::DecodeVariant variant(const Config& c) {
     return v;
 }
 
-pa::DecodeVariant auto_variant(const pa::DeviceInfo& info) {
+pa::DecodeVariant auto_variant(const pa::DeviceInfo&) {
     pa::DecodeVariant v;
     v.name = "auto";
     v.why_not = [](const pa::DecodeShape& s, const pa::DeviceInfo& i) { return why_not(auto_config(s, i), s); };
-    const int sms = info.sms;  // the choice needs only the shape and the SM count
-    v.launch = [sms](const pa::PagedDecodeArgs& a, cudaStream_t st) { launch(a, auto_config(a.B, a.H, a.Hkv, sms), st); };
+    v.launch = [](const pa::PagedDecodeArgs& a, cudaStream_t st) { launch(a, auto_config(a.B, a.H, a.Hkv), st); };
     v.geometry = [](const pa::DecodeShape& s, const pa::DeviceInfo& i) { return geometry(auto_config(s, i), s, i); };
     return v;
 }
@@ -241,6 +248,8 @@ std::vector<pa::DecodeVariant> all_variants(const pa::DeviceInfo& info) {
 
 std::vector<pa::DecodeShape> uneven_check_shapes() {
     const pa::DType f = pa::DType::fp16, b = pa::DType::bf16;
+    std::vector<int> mixed_40;  // 40 contexts of 1 .. 297 tokens, most ending inside a tile
+    for (int i = 0; i < 40; ++i) mixed_40.push_back(1 + (i * 37) % 300);
     return {
         // a CTA step takes 2 * 256 / TGS tokens of a tile: 128, 64 or 32
         pa::make_shape("uneven-steps-D128", 8, 4, {1, 7, 9, 15, 17, 31, 33, 63}, 128, 16, b),
@@ -251,6 +260,8 @@ std::vector<pa::DecodeShape> uneven_check_shapes() {
         pa::make_shape("chunks-g8", 16, 2, {1024, 1025, 2500}, 128, 16, f),
         pa::make_shape("chunks-g32", 32, 1, {257, 1000}, 128, 32, b),
         pa::make_shape("chunks-g6-as-8", 12, 2, {1030, 700}, 128, 16, f),
+        // 160 grouped CTAs, more than an H100 or H200 has SMs: grouped_mma's two-per-SM layout
+        pa::make_shape("grid-over-sms", 8, 4, mixed_40, 128, 16, b),
     };
 }
 

@@ -386,6 +386,9 @@ thread_group_decode_kernel(scalar_t* __restrict__ out,             // [B, H, D]
 #pragma unroll
             for (int j = 0; j < Pv::kHeadsPerThread; ++j) {
                 const int h = pv_head_group * Pv::kHeadsPerThread + j;
+                // Not unrolled: with every token lane's loads hoisted, ptxas ran out of
+                // registers and spilled (over 1 KB at D 64); this runs once per CTA.
+#pragma unroll 1
                 for (int lane_t = 1; lane_t < Pv::kTokenLanes; ++lane_t)
 #pragma unroll
                     for (int e = 0; e < 8; ++e) acc[j][e] += partials[(lane_t * GROUP_MAX + h) * HEAD_SIZE + pv_vec * 8 + e];

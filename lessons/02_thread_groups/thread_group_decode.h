@@ -47,9 +47,9 @@ void launch(const pa::PagedDecodeArgs& a, const Config& c, cudaStream_t stream);
 pa::LaunchGeometry geometry(const Config& c, const pa::DecodeShape& s, const pa::DeviceInfo& info);
 
 // The automatic choice of kernel (the rule is stated in the lesson README): grouped_mma,
-// except per_head_tgs4 for MHA with B * H >= SMs and for grouped grids below this many CTAs.
+// except per_head_tgs4 for grouped grids below this many CTAs and for groups above 32.
 constexpr int kMinGroupedCtas = 4;
-Config auto_config(int B, int H, int Hkv, int sms);
+Config auto_config(int B, int H, int Hkv);
 Config auto_config(const pa::DecodeShape& s, const pa::DeviceInfo& info);
 // One line saying which rule fired, for the printout.
 std::string auto_reason(const pa::DecodeShape& s, const pa::DeviceInfo& info);
@@ -57,10 +57,15 @@ std::string auto_reason(const pa::DecodeShape& s, const pa::DeviceInfo& info);
 pa::DecodeVariant variant(const Config& c);
 pa::DecodeVariant auto_variant(const pa::DeviceInfo& info);  // named `auto`
 
-// Defined in grouped_mma_decode.cu: the tensor-core kernel for a dtype, D and padded
-// group (nullptr if none is built), its dynamic shared memory (0 if none), its CTA size.
-const void* grouped_mma_kernel(pa::DType t, int head_size, int group_n);
-size_t grouped_mma_smem_bytes(int head_size, int group_n);
+// grouped_mma's CTAs per SM for a padded group and a grid: two (a 3-slot ring each) when
+// one 8-head column block serves a grid larger than the GPU, else one (the deepest ring).
+int grouped_mma_ctas_per_sm(int group_n, long long ctas, int sms);
+
+// Defined in grouped_mma_decode.cu: the tensor-core kernel for a dtype, D, padded group
+// and CTAs per SM (nullptr if none is built), its dynamic shared memory (0 if none), its
+// CTA size.
+const void* grouped_mma_kernel(pa::DType t, int head_size, int group_n, int ctas_per_sm);
+size_t grouped_mma_smem_bytes(int head_size, int group_n, int ctas_per_sm);
 int grouped_mma_threads();
 
 // per_head and grouped for TGS 4, 8, 16; the two ablation steps; grouped_mma; auto.
@@ -68,7 +73,8 @@ std::vector<pa::DecodeVariant> all_variants(const pa::DeviceInfo& info);
 
 // Shapes that catch the group-mask trap and the chunk walk: contexts that are not a
 // multiple of the tokens one CTA step handles (128 / TGS, times the unroll) for every
-// TGS, and contexts that cross one or more chunks for small and large groups.
+// TGS, contexts that cross one or more chunks for small and large groups, and a grid
+// larger than the GPU (grouped_mma's two CTAs per SM).
 std::vector<pa::DecodeShape> uneven_check_shapes();
 
 }  // namespace lesson02
