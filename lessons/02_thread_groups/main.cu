@@ -65,7 +65,7 @@ std::pair<std::string, double> best_of(const RowIndex& idx, const std::string& s
     return best;
 }
 
-void print_table_a(const RowIndex& idx, const pa::DeviceInfo& info) {
+void print_table_a(const RowIndex& idx) {
     std::printf("\nTable A: lesson 02 against lesson 01 (fp16, block 16, L2-cold medians, us)\n");
     pa::TextTable t({"shape", "K/V MiB", "lesson01", "best lesson02", "us", "speedup", "% read BW", "auto pick", "auto us",
                      "grouped CTAs"});
@@ -77,14 +77,14 @@ void print_table_a(const RowIndex& idx, const pa::DeviceInfo& info) {
         if (!naive || !best_row) continue;
         t.add_row({s.name, pa::strf("%.0f", s.kv_bytes() / 1048576.0), pa::strf("%.2f", naive->us_median), best.first,
                    pa::strf("%.2f", best.second), pa::strf("%.2fx", naive->us_median / best.second),
-                   pa::strf("%.1f", *best_row->pct_read_bw), lesson02::config_name(lesson02::auto_config(s, info)),
+                   pa::strf("%.1f", *best_row->pct_read_bw), lesson02::config_name(lesson02::auto_config(s)),
                    au ? pa::strf("%.2f", au->us_median) : "-", std::to_string(static_cast<long long>(s.B) * s.Hkv)});
     }
     t.print();
 }
 
 
-void print_tgs_sweep(const RowIndex& idx, const pa::DeviceInfo& info) {
+void print_tgs_sweep(const RowIndex& idx) {
     std::printf("\nTGS sweep (bf16, H8/Hkv4, L2-cold medians, us) beside the H200 post (gated attention, us)\n");
     pa::TextTable t({"shape", "ph tgs4", "ph tgs8", "ph tgs16", "gr tgs4", "gr tgs8", "gr tgs16", "best", "auto pick",
                      "auto us", "post 4", "post 8", "post 16"});
@@ -93,7 +93,7 @@ void print_tgs_sweep(const RowIndex& idx, const pa::DeviceInfo& info) {
         const auto post = kPostTgsSweep.at(s.name);
         t.add_row({s.name, idx.us(s.name, "per_head_tgs4"), idx.us(s.name, "per_head_tgs8"), idx.us(s.name, "per_head_tgs16"),
                    idx.us(s.name, "grouped_tgs4"), idx.us(s.name, "grouped_tgs8"), idx.us(s.name, "grouped_tgs16"),
-                   best.first, lesson02::config_name(lesson02::auto_config(s, info)), idx.us(s.name, "auto"),
+                   best.first, lesson02::config_name(lesson02::auto_config(s)), idx.us(s.name, "auto"),
                    pa::strf("%.2f", post[0]), pa::strf("%.2f", post[1]), pa::strf("%.2f", post[2])});
     }
     t.print();
@@ -124,7 +124,7 @@ int main(int argc, char** argv) {
                                    "grouped_tgs8_q_smem, grouped_mma (tensor cores), auto; the measurement adds lesson 01\n"
                                    "(naive) for comparison.\n"));
     // Names are checked before looking for a GPU, so a typo is exit code 2 everywhere.
-    std::vector<pa::DecodeVariant> variants = pa::select_variants(kProgram, f.variant, lesson02::all_variants(pa::DeviceInfo{}));
+    const std::vector<pa::DecodeVariant> variants = pa::select_variants(kProgram, f.variant, lesson02::all_variants());
     std::vector<pa::DecodeShape> default_checks = pa::decode_check_shapes();
     for (const auto& s : lesson02::uneven_check_shapes()) default_checks.push_back(s);
     std::vector<pa::DecodeShape> default_bench = pa::table_a();
@@ -133,7 +133,6 @@ int main(int argc, char** argv) {
     const std::vector<pa::DecodeShape> bench_shapes = pa::select_shapes_or_exit(kProgram, f, default_bench);
 
     const pa::DeviceInfo info = pa::require_gpu(kProgram);
-    variants = pa::select_variants(kProgram, f.variant, lesson02::all_variants(info));
     pa::refuse_unrunnable_shapes(kProgram, f.bench_only ? bench_shapes : check_shapes, variants, info);
     const pa::DecodeReference reference = [](const pa::DecodeProblem& p) { return pa::reference::softmax_decode(p); };
     try {
@@ -159,7 +158,7 @@ int main(int argc, char** argv) {
             auto r = pa::bench_decode_shape(setup, p, ref, measured);
             for (auto& row : r) {
                 if (row.variant == "naive") row.lesson = "01";
-                if (row.variant == "auto") row.set_extra("auto_pick", lesson02::config_name(lesson02::auto_config(s, info)));
+                if (row.variant == "auto") row.set_extra("auto_pick", lesson02::config_name(lesson02::auto_config(s)));
                 failures += row.check == "FAIL" && row.l2 == "cold";
             }
             rows.insert(rows.end(), r.begin(), r.end());
@@ -171,8 +170,8 @@ int main(int argc, char** argv) {
         auto has_all = [&](const std::vector<pa::DecodeShape>& list) {
             return f.variant.empty() && std::all_of(list.begin(), list.end(), [&](const pa::DecodeShape& s) { return measured_shapes.count(s.name) > 0; });
         };
-        if (has_all(pa::table_a())) print_table_a(idx, info);
-        if (has_all(pa::table_c_tgs_sweep())) print_tgs_sweep(idx, info);
+        if (has_all(pa::table_a())) print_table_a(idx);
+        if (has_all(pa::table_c_tgs_sweep())) print_tgs_sweep(idx);
         if (has_all(pa::table_c_ablation())) print_ablation(idx);
         std::printf("\nauto rule: grouped_mma, except per_head_tgs4 for B * Hkv < %d and for groups above 32\n",
                     lesson02::kMinGroupedCtas);

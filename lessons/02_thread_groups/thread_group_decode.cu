@@ -200,13 +200,7 @@ Config auto_config(int B, int H, int Hkv) {
     return c;
 }
 
-Config auto_config(const pa::DecodeShape& s, const pa::DeviceInfo&) { return auto_config(s.B, s.H, s.Hkv); }
-
-std::string auto_reason(const pa::DecodeShape& s, const pa::DeviceInfo& info) {
-    const Config c = auto_config(s, info);
-    return pa::strf("%s (group %d, B*Hkv %lld grouped CTAs, %d SMs)", config_name(c).c_str(), s.group(),
-                    static_cast<long long>(s.B) * s.Hkv, info.sms);
-}
+Config auto_config(const pa::DecodeShape& s) { return auto_config(s.B, s.H, s.Hkv); }
 
 pa::DecodeVariant variant(const Config& c) {
     pa::DecodeVariant v;
@@ -226,23 +220,23 @@ pa::DecodeVariant variant(const Config& c) {
     return v;
 }
 
-pa::DecodeVariant auto_variant(const pa::DeviceInfo&) {
+pa::DecodeVariant auto_variant() {
     pa::DecodeVariant v;
     v.name = "auto";
-    v.why_not = [](const pa::DecodeShape& s, const pa::DeviceInfo& i) { return why_not(auto_config(s, i), s); };
+    v.why_not = [](const pa::DecodeShape& s, const pa::DeviceInfo&) { return why_not(auto_config(s), s); };
     v.launch = [](const pa::PagedDecodeArgs& a, cudaStream_t st) { launch(a, auto_config(a.B, a.H, a.Hkv), st); };
-    v.geometry = [](const pa::DecodeShape& s, const pa::DeviceInfo& i) { return geometry(auto_config(s, i), s, i); };
+    v.geometry = [](const pa::DecodeShape& s, const pa::DeviceInfo& i) { return geometry(auto_config(s), s, i); };
     return v;
 }
 
-std::vector<pa::DecodeVariant> all_variants(const pa::DeviceInfo& info) {
+std::vector<pa::DecodeVariant> all_variants() {
     std::vector<pa::DecodeVariant> out;
     for (Mapping m : {Mapping::per_head, Mapping::grouped})
         for (int tgs : {4, 8, 16}) out.push_back(variant({m, tgs, true, true}));
     out.push_back(variant({Mapping::grouped, 8, false, false}));
     out.push_back(variant({Mapping::grouped, 8, true, false}));
     out.push_back(variant(grouped_mma_config()));
-    out.push_back(auto_variant(info));
+    out.push_back(auto_variant());
     return out;
 }
 

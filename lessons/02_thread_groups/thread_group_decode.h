@@ -50,12 +50,10 @@ pa::LaunchGeometry geometry(const Config& c, const pa::DecodeShape& s, const pa:
 // except per_head_tgs4 for grouped grids below this many CTAs and for groups above 32.
 constexpr int kMinGroupedCtas = 4;
 Config auto_config(int B, int H, int Hkv);
-Config auto_config(const pa::DecodeShape& s, const pa::DeviceInfo& info);
-// One line saying which rule fired, for the printout.
-std::string auto_reason(const pa::DecodeShape& s, const pa::DeviceInfo& info);
+Config auto_config(const pa::DecodeShape& s);
 
 pa::DecodeVariant variant(const Config& c);
-pa::DecodeVariant auto_variant(const pa::DeviceInfo& info);  // named `auto`
+pa::DecodeVariant auto_variant();  // named `auto`
 
 // grouped_mma's CTAs per SM for a padded group and a grid: two (a 3-slot ring each) when
 // one 8-head column block serves a grid larger than the GPU, else one (the deepest ring).
@@ -69,7 +67,7 @@ size_t grouped_mma_smem_bytes(int head_size, int group_n, int ctas_per_sm);
 int grouped_mma_threads();
 
 // per_head and grouped for TGS 4, 8, 16; the two ablation steps; grouped_mma; auto.
-std::vector<pa::DecodeVariant> all_variants(const pa::DeviceInfo& info);
+std::vector<pa::DecodeVariant> all_variants();
 
 // Shapes that catch the group-mask trap and the chunk walk: contexts that are not a
 // multiple of the tokens one CTA step handles (128 / TGS, times the unroll) for every
