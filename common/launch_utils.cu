@@ -1,5 +1,6 @@
 #include "launch_utils.cuh"
 
+#include <map>
 #include <mutex>
 #include <set>
 
@@ -23,6 +24,21 @@ void opt_in_max_dynamic_smem(const void* kernel) {
     if (done.count(kernel)) return;
     CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, max_dynamic_smem(kernel)));
     done.insert(kernel);
+}
+
+int current_sm_count() {
+    static std::mutex mu;
+    static std::map<int, int> sms_of_device;
+    int device = 0;
+    CUDA_CHECK(cudaGetDevice(&device));
+    std::lock_guard<std::mutex> lock(mu);
+    auto it = sms_of_device.find(device);
+    if (it == sms_of_device.end()) {
+        int sms = 0;
+        CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
+        it = sms_of_device.emplace(device, sms).first;
+    }
+    return it->second;
 }
 
 }  // namespace pa

@@ -14,4 +14,8 @@ void opt_in_max_dynamic_smem(const void* kernel);
 // the per-block opt-in limit less the kernel's own static shared memory.
 int max_dynamic_smem(const void* kernel);
 
+// The current device's SM count, for launchers whose kernel or grid depends on it. Read
+// from the driver once per device (later calls are a lookup), like the opt-in above.
+int current_sm_count();
+
 }  // namespace pa

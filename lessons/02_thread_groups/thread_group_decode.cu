@@ -124,18 +124,11 @@ struct Plan {
     dim3 grid;
 };
 
-int current_sm_count() {
-    int device = 0, sms = 0;
-    CUDA_CHECK(cudaGetDevice(&device));
-    CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
-    return sms;
-}
-
 Plan plan(const Config& c, pa::DType t, int B, int H, int Hkv, int D, int max_ctx) {
     const int g = heads_per_cta(c, H / Hkv);
     Plan p;
     if (c.tensor_cores) {  // no chunks: the softmax step runs once per tile
-        const int ctas_per_sm = grouped_mma_ctas_per_sm(g, static_cast<long long>(B) * Hkv, current_sm_count());
+        const int ctas_per_sm = grouped_mma_ctas_per_sm(g, static_cast<long long>(B) * Hkv, pa::current_sm_count());
         p.r.kernel = grouped_mma_kernel(t, D, g, ctas_per_sm);
         if (!p.r.kernel) throw pa::CudaError("lesson02: no kernel built for grouped_mma with D " + std::to_string(D));
         p.smem = grouped_mma_smem_bytes(D, g, ctas_per_sm);
