@@ -64,6 +64,22 @@ static std::string ctx_column(const DecodeShape& s) {
     return uniform ? std::to_string(s.ctx[0]) : "mixed";
 }
 
+ResultRow decode_row(const DeviceInfo& info, const std::string& lesson, const std::string& variant, const DecodeShape& s) {
+    ResultRow r;
+    r.gpu = info.short_name;
+    r.lesson = lesson;
+    r.variant = variant;
+    r.shape = s.name;
+    r.dtype = dtype_name(s.dtype);
+    r.B = s.B;
+    r.H = s.H;
+    r.Hkv = s.Hkv;
+    r.D = s.D;
+    r.ctx = ctx_column(s);
+    r.block_size = s.block_size;
+    return r;
+}
+
 std::vector<ResultRow> bench_decode_shape(const BenchSetup& setup, const DecodeProblem& p, const std::vector<double>& ref,
                                           const std::vector<DecodeVariant>& variants) {
     const DecodeShape& s = p.shape;
@@ -84,18 +100,7 @@ std::vector<ResultRow> bench_decode_shape(const BenchSetup& setup, const DecodeP
         const LaunchGeometry g = v.geometry(s, setup.info);
         for (int cold_run = 0; cold_run < 2; ++cold_run) {
             const Timing& t = cold_run ? cold : hot;
-            ResultRow r;
-            r.gpu = setup.info.short_name;
-            r.lesson = setup.lesson;
-            r.variant = v.name;
-            r.shape = s.name;
-            r.dtype = dtype_name(s.dtype);
-            r.B = s.B;
-            r.H = s.H;
-            r.Hkv = s.Hkv;
-            r.D = s.D;
-            r.ctx = ctx_column(s);
-            r.block_size = s.block_size;
+            ResultRow r = decode_row(setup.info, setup.lesson, v.name, s);
             r.l2 = cold_run ? "cold" : "hot";
             r.us_median = t.us_median;
             r.us_min = t.us_min;
@@ -217,6 +222,10 @@ void write_csv_or_exit(const std::string& program, const std::string& path, cons
 
 int run_decode_lesson(int argc, char** argv, const DecodeLessonSpec& spec) {
     const Flags f = parse_flags_or_exit(argc, argv, decode_usage(spec.program, spec.extra_usage));
+    if (f.timeline) {
+        std::fprintf(stderr, "error: %s has no --timeline (lesson 02 has one)\n", spec.program.c_str());
+        std::exit(kExitBadInput);
+    }
     const std::vector<DecodeVariant> variants = select_variants(spec.program, f.variant, spec.variants);
     const std::vector<DecodeShape> check_shapes = select_shapes_or_exit(spec.program, f, spec.check_shapes);
     const std::vector<DecodeShape> bench_shapes = select_shapes_or_exit(spec.program, f, spec.bench_shapes);

@@ -80,6 +80,9 @@ struct BenchSetup {
 // entries and the context lengths.
 long long decode_bytes_needed(const DecodeShape& s);
 
+// A row with the columns that name the run and the shape filled in (gpu .. block_size).
+ResultRow decode_row(const DeviceInfo& info, const std::string& lesson, const std::string& variant, const DecodeShape& s);
+
 // For each variant: check, time L2-hot and L2-cold, check again. Two rows per variant
 // (l2 = hot, cold), with extra columns ctas, ctas_per_sm, waves.
 std::vector<ResultRow> bench_decode_shape(const BenchSetup& setup, const DecodeProblem& p, const std::vector<double>& ref,

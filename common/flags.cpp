@@ -84,9 +84,12 @@ Flags parse_flags(int argc, const char* const* argv) {
         else if (arg == "--iters") f.iters = static_cast<int>(parse_integer(arg, need_value(), 1, 100000));
         else if (arg == "--seed") f.seed = static_cast<unsigned long long>(parse_integer(arg, need_value(), 0, LLONG_MAX));
         else if (arg == "--variant") { f.variant = need_value(); if (f.variant.empty()) throw FlagError("--variant needs a name"); }
+        else if (arg == "--timeline") { no_value(); f.timeline = true; }
         else throw FlagError("unknown flag '" + std::string(argv[i]) + "'");
     }
     if (f.check_only && f.bench_only) throw FlagError("--check and --bench exclude each other (give neither to run both)");
+    if (f.timeline && (f.check_only || f.bench_only || !f.variant.empty()))
+        throw FlagError("--timeline runs one kernel on its own: not with --check, --bench or --variant");
     if (!f.shapes.empty() && f.explicit_shape())
         throw FlagError("--shape and an explicit shape (--B/--H/--Hkv/--ctx/--D/--block-size) exclude each other");
     if (f.explicit_shape()) {

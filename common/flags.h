@@ -5,6 +5,8 @@
 //   --B --H --Hkv --ctx --D --block-size   an explicit shape (--ctx takes one value,
 //                                or B comma-separated values for mixed lengths)
 //   --dtype fp16|bf16  --csv FILE  --iters N  --seed N  --variant NAME  --help
+//   --timeline                   where the lesson's main kernel spends its time (lessons
+//                                that have one; the others refuse it)
 //
 // Invalid input is reported as one line naming the problem; the program exits with 2.
 #pragma once
@@ -37,6 +39,7 @@ struct Flags {
     int iters = 100;
     unsigned long long seed = 20241121ULL;
     std::string variant;              // --variant: lesson-specific, validated by the lesson
+    bool timeline = false;            // --timeline: lesson-specific, refused by lessons without one
 
     bool explicit_shape() const { return B || H || Hkv || D || block_size || !ctx.empty(); }
 };

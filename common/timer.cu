@@ -4,6 +4,7 @@
 #include <vector>
 
 #include "cuda_check.cuh"
+#include "device_math.cuh"
 
 namespace pa {
 
@@ -13,11 +14,9 @@ namespace {
 // behind it: otherwise, for kernels shorter than a launch's host cost, the start event
 // would fire early and the measured time would include the host's launch overhead.
 __global__ void spin_kernel(unsigned long long ns) {
-    unsigned long long start, now;
-    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(start));
-    do {
-        asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(now));
-    } while (now - start < ns);
+    const unsigned long long start = globaltimer_ns();
+    while (globaltimer_ns() - start < ns) {
+    }
 }
 
 }  // namespace

@@ -59,6 +59,13 @@ for exe in "${lessons[@]}"; do
     elif [ "$rc" -ne 0 ]; then
         failed+=("$name (exit $rc)")
     fi
+    # A lesson with a --timeline (its usage has a line starting with it) also writes where
+    # its main kernel's time goes.
+    if [ "$rc" -ne 3 ] && "$exe" --help | grep -q -- '^--timeline'; then
+        timeline_csv="plots/data/$gpu/lesson${nn}_timeline.csv"
+        printf '\n===== %s --timeline (CSV: %s) =====\n' "$name" "$timeline_csv"
+        "$exe" --timeline --csv "$timeline_csv" || failed+=("$name --timeline (exit $?)")
+    fi
     first=0
 done
 

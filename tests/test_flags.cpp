@@ -66,6 +66,10 @@ TEST_CASE("parse_flags refuses bad input with a message naming the problem", "[c
         {{"--dtype", "fp32"}, "--dtype must be fp16 or bf16, got 'fp32'"},
         {{"--dtype", "FP16"}, "--dtype must be fp16 or bf16"},
         {{"--shape", "llama7b-B1-ctx1024"}, "unknown shape 'llama7b-B1-ctx1024'"},
+        {{"--timeline=1"}, "--timeline takes no value"},
+        {{"--timeline", "--check"}, "--timeline runs one kernel on its own"},
+        {{"--bench", "--timeline"}, "--timeline runs one kernel on its own"},
+        {{"--timeline", "--variant", "auto"}, "--timeline runs one kernel on its own"},
     }));
     CAPTURE(joined(c.args));
     CHECK_THROWS_MATCHES(parse(c.args), pa::FlagError, MessageMatches(ContainsSubstring(c.message)));
@@ -157,6 +161,8 @@ TEST_CASE("the other flags parse in both --flag value and --flag=value forms", "
     CHECK(parse({"--bench"}).bench_only);
     CHECK(parse({"--help"}).help);
     CHECK(parse({"-h"}).help);
+    CHECK(parse({"--timeline", "--shape", "llama7b-B8-ctx2k", "--csv", "t.csv"}).timeline);
+    CHECK_FALSE(parse({}).timeline);
     CHECK(parse({"--shape", "llama7b-B1-ctx1k", "--check", "--iters", "3"}).shapes ==
           std::vector<std::string>{"llama7b-B1-ctx1k"});
 }

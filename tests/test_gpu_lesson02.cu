@@ -2,11 +2,16 @@
 // the GPU, against the double-precision reference. Every test here is labelled `gpu`.
 #include <catch2/catch_test_macros.hpp>
 
+#include <algorithm>
+#include <cstdint>
 #include <string>
 #include <vector>
 
+#include "cuda_check.cuh"
+#include "device_buffer.cuh"
 #include "gpu_cases.h"
 #include "thread_group_decode.h"
+#include "timeline.h"
 
 namespace {
 
@@ -96,6 +101,44 @@ TEST_CASE("lesson02 grouped_mma with two CTAs per SM (grids larger than the GPU)
                 ++runs;
             }
     CHECK(runs == 18);
+}
+
+// The timeline build (lesson02 --timeline) is the same kernel plus clock reads: it must
+// write the same output bit for bit, and a record that summarize_timeline accepts (every
+// CTA's tiles in order, between its start and its end), for one and two CTAs per SM.
+TEST_CASE("lesson02 grouped_mma's timeline build: the same output and an ordered record", "[gpu][lesson02]") {
+    const pa::DeviceInfo info = pa::testing::gpu_for_test();
+    std::vector<int> mixed;
+    for (int b = 0; b < info.sms / 4 + 1; ++b) mixed.push_back(1 + (b * 53) % 700);
+    const pa::DecodeShape shapes[] = {
+        pa::make_shape("timeline-g8", 16, 2, {1, 130, 517}, 128, 16, pa::DType::fp16),
+        pa::make_shape("timeline-g32", 32, 1, {300, 77}, 128, 32, pa::DType::bf16),
+        pa::make_shape("timeline-two-per-sm", 4, 4, mixed, 128, 16, pa::DType::bf16),  // B * Hkv > SMs
+    };
+    const pa::DecodeVariant mma = variants_named({"grouped_mma"})[0];
+    for (const auto& s : shapes) {
+        INFO(s.name);
+        REQUIRE(lesson02::grouped_mma_timeline_why_not(s).empty());
+        const pa::DecodeProblem p = pa::make_decode_problem(s, kSeed + 6);
+        pa::DeviceDecodeProblem dev(p);
+        const pa::CheckResult r = pa::check_once(mma, dev, p, pa::reference::softmax_decode(p));
+        REQUIRE(r.pass);
+        const std::vector<uint16_t> plain = dev.download_output();
+
+        const int tile = lesson02::grouped_mma_tile_tokens(s.D);
+        const int stride = lesson02::timeline_stride(s.max_ctx(), tile);
+        pa::DeviceBuffer<uint64_t> record(static_cast<size_t>(s.B) * s.Hkv * stride);
+        dev.poison_output();
+        lesson02::launch_grouped_mma_timeline(dev.args(), record.get(), stride, nullptr);
+        CUDA_CHECK(cudaDeviceSynchronize());
+        CHECK(dev.download_output() == plain);
+        const lesson02::TimelineSummary t = lesson02::summarize_timeline(record.download(), stride, s.Hkv, s.ctx, tile, s.D * 2);
+        CHECK(t.ctas == s.B * s.Hkv);
+        CHECK(t.bytes == static_cast<double>(s.kv_bytes()));
+        CHECK(t.landed_all <= t.end_last);
+        CHECK(t.sms_used >= std::min(t.ctas, info.sms) / 2);
+    }
+    CHECK(lesson02::grouped_mma_timeline_why_not(pa::make_shape("timeline-d64", 8, 1, {10}, 64, 16, pa::DType::fp16)) != "");
 }
 
 // The group-mask trap: contexts that are not a multiple of the tokens a CTA step takes,

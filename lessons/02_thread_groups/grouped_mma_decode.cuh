@@ -32,6 +32,10 @@
 //  * CTAS_PER_SM: one CTA per SM with a ring of up to 6 slots, or, for one 8-head column
 //    block, two CTAs per SM with 3 slots each (half the shared memory), so that on a grid
 //    larger than the GPU one CTA's start and end overlap the other's streaming.
+//  * TIMELINE: a second build of the kernel that also records when each CTA started, issued
+//    its first copies, saw each tile land and finished (timeline.h), for
+//    `lesson02_thread_groups --timeline`. The kernel that is checked and timed everywhere
+//    else is the TIMELINE = false build, which has none of it.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -42,6 +46,7 @@
 #include "mbarrier.cuh"
 #include "mma.cuh"
 #include "thread_group_decode.cuh"
+#include "timeline.h"
 
 namespace lesson02 {
 
@@ -161,7 +166,7 @@ struct TileProducer {
     }
 };
 
-template <class scalar_t, int HEAD_SIZE, int GROUP_N, int CTAS_PER_SM>
+template <class scalar_t, int HEAD_SIZE, int GROUP_N, int CTAS_PER_SM, bool TIMELINE>
 __global__ void __launch_bounds__(kMmaThreads, CTAS_PER_SM)
 grouped_mma_decode_kernel(scalar_t* __restrict__ out,             // [B, H, D]
                           const scalar_t* __restrict__ q,         // [B, H, D]
@@ -169,7 +174,17 @@ grouped_mma_decode_kernel(scalar_t* __restrict__ out,             // [B, H, D]
                           const scalar_t* __restrict__ v_cache,   // [num_blocks, Hkv, block_size, D]
                           const int* __restrict__ block_table,    // [B, max_blocks_per_seq]
                           const int* __restrict__ context_lens,   // [B]
-                          int H, int Hkv, int group, int block_size, int max_blocks_per_seq, float scale) {
+                          int H, int Hkv, int group, int block_size, int max_blocks_per_seq, float scale,
+                          uint64_t* __restrict__ timeline,        // [B * Hkv][timeline_stride] (TIMELINE only)
+                          int timeline_stride) {
+    uint64_t* tl = nullptr;  // this CTA's record (timeline.h)
+    if constexpr (TIMELINE) {
+        tl = timeline + (static_cast<size_t>(blockIdx.y) * gridDim.x + blockIdx.x) * timeline_stride;
+        if (threadIdx.x == 0) {
+            tl[kTlStart] = pa::globaltimer_ns();
+            tl[kTlSm] = pa::sm_id();
+        }
+    }
     using L = MmaLayout<HEAD_SIZE, GROUP_N, CTAS_PER_SM>;
     constexpr int kRow = L::kRow;
     constexpr int kTile = L::kTile;
@@ -214,6 +229,8 @@ grouped_mma_decode_kernel(scalar_t* __restrict__ out,             // [B, H, D]
             const int slot = s % kStages;
             if (s >= kStages) pa::mbarrier_wait(&empty[slot], (s / kStages + 1) & 1);
             producer.issue(tiles + slot * kTile * kRow, s);
+            if constexpr (TIMELINE)
+                if (s == 0 && threadIdx.x == kConsumerThreads) tl[kTlFirstCopy] = pa::globaltimer_ns();
             if (s >= kLag) {
                 pa::cp_async_wait<kLag>();
                 pa::mbarrier_arrive(&full[(s - kLag) % kStages]);
@@ -257,6 +274,8 @@ grouped_mma_decode_kernel(scalar_t* __restrict__ out,             // [B, H, D]
     for (int s = 0; s < num_stream_tiles; ++s) {
         const int slot = s % kStages;
         pa::mbarrier_wait(&full[slot], (s / kStages) & 1);
+        if constexpr (TIMELINE)
+            if (threadIdx.x == 0) tl[kTlTiles + s] = pa::globaltimer_ns();
         const scalar_t* buf = tiles + slot * kTile * kRow;                // [kTile][kRow], rows >= n are zero
         const int n = min(kTile, ctx - s / 2 * kTile);                    // tokens of this token tile
         float* logits = logit_bufs + (s / 2 % 2) * L::kLogitFloats;       // [GROUP_N][kTile + 8]
@@ -368,6 +387,8 @@ grouped_mma_decode_kernel(scalar_t* __restrict__ out,             // [B, H, D]
             }
         }
     }
+    if constexpr (TIMELINE)
+        if (threadIdx.x == 0) tl[kTlEnd] = pa::globaltimer_ns();
 }
 
 }  // namespace lesson02

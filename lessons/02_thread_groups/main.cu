@@ -6,7 +6,11 @@
 //   lesson02_thread_groups                    check, then Table A, the TGS sweep, the ablation
 //   lesson02_thread_groups --check            check only (what the sanitizer tests run)
 //   lesson02_thread_groups --bench --shape mqa-B16-ctx4k [--variant grouped_tgs8]
+//   lesson02_thread_groups --timeline [--shape llama7b-B8-ctx2k]   where grouped_mma's time goes
 #include <algorithm>
+#include <cstdint>
+#include <cstdlib>
+#include <stdexcept>
 #include <array>
 #include <cstdio>
 #include <map>
@@ -14,9 +18,11 @@
 
 #include "ceilings.cuh"
 #include "decode_driver.cuh"
+#include "timer.cuh"
 #include "decode_reference.h"
 #include "naive_decode.h"
 #include "thread_group_decode.h"
+#include "timeline.h"
 
 namespace {
 
@@ -115,6 +121,117 @@ void print_ablation(const RowIndex& idx) {
     t.print();
 }
 
+// --timeline: grouped_mma's timeline build (timeline.h) on each shape, checked against the
+// reference, then launched L2-cold kTimelineLaunches times; the launch whose last CTA ends
+// in the middle is summarised.
+constexpr int kTimelineLaunches = 7;
+
+struct TimelineRun {
+    lesson02::TimelineSummary sum;
+    std::vector<double> spans;  // first CTA start -> last CTA end, every launch
+};
+
+TimelineRun run_timeline(const pa::DecodeShape& s, uint64_t seed, const pa::DeviceInfo& info,
+                         const pa::DecodeReference& reference) {
+    const pa::DecodeProblem p = pa::make_decode_problem(s, seed);
+    const long long pool_bytes = static_cast<long long>(p.cache.k.size() + p.cache.v.size()) * 2;
+    pa::DeviceDecodeProblem dev(p, pa::cold_copies(pool_bytes, info.l2_bytes));
+    const int tile = lesson02::grouped_mma_tile_tokens(s.D);
+    const int stride = lesson02::timeline_stride(s.max_ctx(), tile);
+    pa::DeviceBuffer<uint64_t> record(static_cast<size_t>(s.B) * s.Hkv * stride);
+    pa::DecodeVariant v;
+    v.name = "grouped_mma_timeline";
+    v.launch = [&](const pa::PagedDecodeArgs& a, cudaStream_t st) {
+        lesson02::launch_grouped_mma_timeline(a, record.get(), stride, st);
+    };
+    const pa::CheckResult check = pa::check_once(v, dev, p, reference(p));
+    if (!check.pass) throw std::runtime_error("the timeline build of grouped_mma failed its check on " + s.name + ": " + check.message);
+
+    TimelineRun run;
+    std::vector<lesson02::TimelineSummary> sums;
+    for (int i = 0; i < 3 + kTimelineLaunches; ++i) {  // three warm-up launches, then the recorded ones
+        v.launch(dev.args(i % dev.copies()), nullptr);  // the copy the previous launch did not read: L2-cold
+        CUDA_CHECK(cudaDeviceSynchronize());
+        if (i < 3) continue;
+        sums.push_back(lesson02::summarize_timeline(record.download(), stride, s.Hkv, s.ctx, tile, s.D * 2));
+        run.spans.push_back(sums.back().end_last);
+    }
+    std::sort(sums.begin(), sums.end(), [](const auto& a, const auto& b) { return a.end_last < b.end_last; });
+    run.sum = sums[sums.size() / 2];
+    return run;
+}
+
+// The shapes --timeline runs (default: Table A); exits with 2 and one line on a shape the
+// timeline build cannot run.
+std::vector<pa::DecodeShape> timeline_shapes_or_exit(const pa::Flags& f) {
+    std::vector<pa::DecodeShape> shapes = pa::select_shapes_or_exit(kProgram, f, pa::table_a());
+    for (const auto& s : shapes) {
+        const std::string why = lesson02::grouped_mma_timeline_why_not(s);
+        if (!why.empty()) {
+            std::fprintf(stderr, "error: %s: --timeline cannot run %s: %s\n", kProgram, s.name.c_str(), why.c_str());
+            std::exit(pa::kExitBadInput);
+        }
+    }
+    return shapes;
+}
+
+int timeline_main(const pa::Flags& f, const std::vector<pa::DecodeShape>& shapes, const pa::DeviceInfo& info,
+                  const pa::DecodeReference& reference) {
+    const double read_bw = pa::measured_read_bandwidth_gbps(info);
+    pa::print_run_header("Lesson 02: where grouped_mma's time goes (--timeline)", info, read_bw);
+    std::printf("\nEach shape: the timeline build checked against the reference, then %d L2-cold launches; the one whose\n"
+                "last CTA ends in the middle is shown. Times in us from the first CTA's start (GPU clock, %%globaltimer).\n"
+                "\"landed\" = the consumers saw the tile arrive; rates count K and V bytes of real tokens.\n",
+                kTimelineLaunches);
+    pa::TextTable t({"shape", "CTAs", "SMs", "CTA/SM", "1st copy", "1st tile", "10% landed", "50%", "90%", "all",
+                     "CTA ends first/p50/last", "steady GB/s", "% read BW", "CTA GB/s p10/p50/p90", "at steady",
+                     "start-up", "tail"});
+    std::vector<pa::ResultRow> rows;
+    for (const auto& s : shapes) {
+        const TimelineRun run = run_timeline(s, f.seed, info, reference);
+        const lesson02::TimelineSummary& m = run.sum;
+        const pa::LaunchGeometry g = lesson02::geometry(lesson02::grouped_mma_config(), s, info);
+        t.add_row({s.name, std::to_string(m.ctas), std::to_string(m.sms_used), std::to_string(g.ctas_per_sm),
+                   pa::strf("%.1f/%.1f", m.first_copy_p50, m.first_copy_max),
+                   pa::strf("%.1f/%.1f", m.first_tile_p50, m.first_tile_max), pa::strf("%.1f", m.landed_10),
+                   pa::strf("%.1f", m.landed_50), pa::strf("%.1f", m.landed_90), pa::strf("%.1f", m.landed_all),
+                   pa::strf("%.1f/%.1f/%.1f", m.end_first, m.end_p50, m.end_last), pa::strf("%.0f", m.steady_gbps),
+                   pa::strf("%.1f", 100.0 * m.steady_gbps / read_bw),
+                   pa::strf("%.1f/%.1f/%.1f", m.cta_gbps_p10, m.cta_gbps_p50, m.cta_gbps_p90),
+                   pa::strf("%.1f", m.at_steady_us), pa::strf("%.1f", m.head_us), pa::strf("%.1f", m.tail_us)});
+        pa::ResultRow r = pa::decode_row(info, "02", "grouped_mma_timeline", s);
+        r.l2 = "cold";
+        std::vector<double> spans = run.spans;
+        std::sort(spans.begin(), spans.end());
+        r.us_median = m.end_last;  // first CTA start -> last CTA end of the launch shown
+        r.us_min = spans.front();
+        r.bytes = m.bytes;
+        r.gbps = m.bytes / (m.end_last * 1e-6) / 1e9;
+        r.pct_read_bw = 100.0 * *r.gbps / read_bw;
+        r.check = "PASS";
+        const std::pair<const char*, double> cols[] = {
+            {"first_copy_p50_us", m.first_copy_p50}, {"first_copy_max_us", m.first_copy_max},
+            {"first_tile_p50_us", m.first_tile_p50}, {"first_tile_max_us", m.first_tile_max},
+            {"landed_10_us", m.landed_10},           {"landed_50_us", m.landed_50},
+            {"landed_90_us", m.landed_90},           {"landed_all_us", m.landed_all},
+            {"end_first_us", m.end_first},           {"end_p50_us", m.end_p50},
+            {"steady_gbps", m.steady_gbps},          {"cta_gbps_p10", m.cta_gbps_p10},
+            {"cta_gbps_p50", m.cta_gbps_p50},        {"cta_gbps_p90", m.cta_gbps_p90},
+            {"at_steady_us", m.at_steady_us},        {"startup_us", m.head_us},
+            {"tail_us", m.tail_us}};
+        r.set_extra("ctas", std::to_string(m.ctas));
+        r.set_extra("ctas_per_sm", std::to_string(g.ctas_per_sm));
+        for (const auto& [k, x] : cols) r.set_extra(k, pa::strf("%.2f", x));
+        rows.push_back(r);
+    }
+    std::printf("\n");
+    t.print();
+    std::printf("(at steady + start-up + tail = the last CTA's end. at steady: all bytes at the steady rate; start-up: what\n"
+                "the first 10 %% of the bytes took beyond that; tail: the same for the last 10 %%, to the last CTA's end)\n");
+    pa::write_csv_or_exit(kProgram, f.csv, rows);
+    return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -122,7 +239,8 @@ int main(int argc, char** argv) {
         argc, argv,
         pa::decode_usage(kProgram, "Variants: per_head_tgs{4,8,16}, grouped_tgs{4,8,16}, grouped_tgs8_scalar_k,\n"
                                    "grouped_tgs8_q_smem, grouped_mma (tensor cores), auto; the measurement adds lesson 01\n"
-                                   "(naive) for comparison.\n"));
+                                   "(naive) for comparison.\n"
+                                   "--timeline: where grouped_mma's time goes on each shape (default: Table A), D 128.\n"));
     // Names are checked before looking for a GPU, so a typo is exit code 2 everywhere.
     const std::vector<pa::DecodeVariant> variants = pa::select_variants(kProgram, f.variant, lesson02::all_variants());
     std::vector<pa::DecodeShape> default_checks = pa::decode_check_shapes();
@@ -132,9 +250,19 @@ int main(int argc, char** argv) {
     const std::vector<pa::DecodeShape> check_shapes = pa::select_shapes_or_exit(kProgram, f, default_checks);
     const std::vector<pa::DecodeShape> bench_shapes = pa::select_shapes_or_exit(kProgram, f, default_bench);
 
+    const pa::DecodeReference reference = [](const pa::DecodeProblem& p) { return pa::reference::softmax_decode(p); };
+    if (f.timeline) {
+        const std::vector<pa::DecodeShape> shapes = timeline_shapes_or_exit(f);
+        const pa::DeviceInfo info = pa::require_gpu(kProgram);
+        try {
+            return timeline_main(f, shapes, info, reference);
+        } catch (const std::exception& e) {
+            std::fprintf(stderr, "error: %s: %s\n", kProgram, e.what());
+            return 1;
+        }
+    }
     const pa::DeviceInfo info = pa::require_gpu(kProgram);
     pa::refuse_unrunnable_shapes(kProgram, f.bench_only ? bench_shapes : check_shapes, variants, info);
-    const pa::DecodeReference reference = [](const pa::DecodeProblem& p) { return pa::reference::softmax_decode(p); };
     try {
         int failures = 0;
         pa::print_run_header("Lesson 02: thread groups, wide loads, q in registers, the GQA-grouped CTA", info, 0);

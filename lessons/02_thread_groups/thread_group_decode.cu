@@ -5,6 +5,7 @@
 #include <cuda_fp16.h>
 
 #include <algorithm>
+#include <cstdint>
 
 #include "cuda_check.cuh"
 #include "launch_utils.cuh"
@@ -118,6 +119,7 @@ Resolved resolve(const Config& c, pa::DType t, int D, int group_max) {
 
 struct Plan {
     Resolved r;
+    int ctas_per_sm = 1;  // grouped_mma's layout
     int threads = kThreads;
     int chunk = 0;
     size_t smem = 0;
@@ -128,10 +130,10 @@ Plan plan(const Config& c, pa::DType t, int B, int H, int Hkv, int D, int max_ct
     const int g = heads_per_cta(c, H / Hkv);
     Plan p;
     if (c.tensor_cores) {  // no chunks: the softmax step runs once per tile
-        const int ctas_per_sm = grouped_mma_ctas_per_sm(g, static_cast<long long>(B) * Hkv, pa::current_sm_count());
-        p.r.kernel = grouped_mma_kernel(t, D, g, ctas_per_sm);
+        p.ctas_per_sm = grouped_mma_ctas_per_sm(g, static_cast<long long>(B) * Hkv, pa::current_sm_count());
+        p.r.kernel = grouped_mma_kernel(t, D, g, p.ctas_per_sm);
         if (!p.r.kernel) throw pa::CudaError("lesson02: no kernel built for grouped_mma with D " + std::to_string(D));
-        p.smem = grouped_mma_smem_bytes(D, g, ctas_per_sm);
+        p.smem = grouped_mma_smem_bytes(D, g, p.ctas_per_sm);
         p.threads = grouped_mma_threads();
         p.grid = dim3(Hkv, B);
         return p;
@@ -144,10 +146,11 @@ Plan plan(const Config& c, pa::DType t, int B, int H, int Hkv, int D, int max_ct
     return p;
 }
 
-}  // namespace
-
-void launch(const pa::PagedDecodeArgs& a, const Config& c, cudaStream_t stream) {
-    const Plan p = plan(c, a.dtype, a.B, a.H, a.Hkv, a.D, a.max_ctx);
+// Both kernels take (out, q, k, v, block_table, context_lens, H, Hkv, group, block_size,
+// max_blocks_per_seq, scale), then the CUDA-core kernel its chunk and grouped_mma its
+// timeline record (null, unless it is the timeline build).
+void launch_plan(const Plan& p, bool tensor_cores, const pa::PagedDecodeArgs& a, uint64_t* timeline, int timeline_stride,
+                 cudaStream_t stream) {
     pa::opt_in_max_dynamic_smem(p.r.kernel);
     void* out = a.out;
     const void *q = a.q, *k = a.k_cache, *v = a.v_cache;
@@ -155,10 +158,32 @@ void launch(const pa::PagedDecodeArgs& a, const Config& c, cudaStream_t stream) 
     const int* cl = a.context_lens;
     int H = a.H, Hkv = a.Hkv, group = a.H / a.Hkv, bs = a.block_size, mbps = a.max_blocks_per_seq, chunk = p.chunk;
     float scale = a.scale;
-    // grouped_mma takes the same parameters without `chunk`; the launch reads only as many
-    // as the kernel has.
-    void* args[] = {&out, &q, &k, &v, &bt, &cl, &H, &Hkv, &group, &bs, &mbps, &scale, &chunk};
-    CUDA_CHECK(cudaLaunchKernel(p.r.kernel, p.grid, dim3(p.threads), args, p.smem, stream));
+    void* cuda_core_args[] = {&out, &q, &k, &v, &bt, &cl, &H, &Hkv, &group, &bs, &mbps, &scale, &chunk};
+    void* mma_args[] = {&out, &q, &k, &v, &bt, &cl, &H, &Hkv, &group, &bs, &mbps, &scale, &timeline, &timeline_stride};
+    CUDA_CHECK(cudaLaunchKernel(p.r.kernel, p.grid, dim3(p.threads), tensor_cores ? mma_args : cuda_core_args, p.smem, stream));
+}
+
+}  // namespace
+
+void launch(const pa::PagedDecodeArgs& a, const Config& c, cudaStream_t stream) {
+    launch_plan(plan(c, a.dtype, a.B, a.H, a.Hkv, a.D, a.max_ctx), c.tensor_cores, a, nullptr, 0, stream);
+}
+
+int grouped_mma_tile_tokens(int head_size) { return tile_tokens(head_size); }
+
+std::string grouped_mma_timeline_why_not(const pa::DecodeShape& s) {
+    const Config c = grouped_mma_config();
+    std::string why = why_not(c, s);
+    if (why.empty() && s.D != 128) why = "the timeline build of grouped_mma is for D 128 only";
+    return why;
+}
+
+void launch_grouped_mma_timeline(const pa::PagedDecodeArgs& a, uint64_t* timeline, int timeline_stride, cudaStream_t stream) {
+    const Config c = grouped_mma_config();
+    Plan p = plan(c, a.dtype, a.B, a.H, a.Hkv, a.D, a.max_ctx);
+    p.r.kernel = grouped_mma_timeline_kernel(a.dtype, a.D, heads_per_cta(c, a.H / a.Hkv), p.ctas_per_sm);
+    if (!p.r.kernel) throw pa::CudaError("lesson02: no timeline build of grouped_mma for D " + std::to_string(a.D));
+    launch_plan(p, true, a, timeline, timeline_stride, stream);
 }
 
 pa::LaunchGeometry geometry(const Config& c, const pa::DecodeShape& s, const pa::DeviceInfo&) {

@@ -5,6 +5,7 @@
 
 #include <cuda_runtime.h>
 
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -65,6 +66,15 @@ int grouped_mma_ctas_per_sm(int group_n, long long ctas, int sms);
 const void* grouped_mma_kernel(pa::DType t, int head_size, int group_n, int ctas_per_sm);
 size_t grouped_mma_smem_bytes(int head_size, int group_n, int ctas_per_sm);
 int grouped_mma_threads();
+// The same for the timeline build (timeline.h): D 128 only.
+const void* grouped_mma_timeline_kernel(pa::DType t, int head_size, int group_n, int ctas_per_sm);
+
+// grouped_mma with its timeline: the launch `launch(a, grouped_mma_config())` makes, with
+// the kernel's timeline build writing timeline[B * Hkv][timeline_stride] (timeline.h).
+// Empty if the timeline build can run the shape, otherwise why not.
+std::string grouped_mma_timeline_why_not(const pa::DecodeShape& s);
+void launch_grouped_mma_timeline(const pa::PagedDecodeArgs& a, uint64_t* timeline, int timeline_stride, cudaStream_t stream);
+int grouped_mma_tile_tokens(int head_size);  // tokens per staged tile
 
 // per_head and grouped for TGS 4, 8, 16; the two ablation steps; grouped_mma; auto.
 std::vector<pa::DecodeVariant> all_variants();
