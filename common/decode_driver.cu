@@ -64,6 +64,11 @@ static std::string ctx_column(const DecodeShape& s) {
     return uniform ? std::to_string(s.ctx[0]) : "mixed";
 }
 
+int l2_cold_copies(const DecodeProblem& p, const DeviceInfo& info) {
+    const long long pool_bytes = static_cast<long long>(p.cache.k.size() + p.cache.v.size()) * 2;
+    return cold_copies(pool_bytes, info.l2_bytes);
+}
+
 ResultRow decode_row(const DeviceInfo& info, const std::string& lesson, const std::string& variant, const DecodeShape& s) {
     ResultRow r;
     r.gpu = info.short_name;
@@ -83,8 +88,7 @@ ResultRow decode_row(const DeviceInfo& info, const std::string& lesson, const st
 std::vector<ResultRow> bench_decode_shape(const BenchSetup& setup, const DecodeProblem& p, const std::vector<double>& ref,
                                           const std::vector<DecodeVariant>& variants) {
     const DecodeShape& s = p.shape;
-    const long long pool_bytes = static_cast<long long>(p.cache.k.size() + p.cache.v.size()) * 2;
-    DeviceDecodeProblem dev(p, cold_copies(pool_bytes, setup.info.l2_bytes));
+    DeviceDecodeProblem dev(p, l2_cold_copies(p, setup.info));
     const long long bytes = decode_bytes_needed(s);
     std::vector<ResultRow> rows;
     for (const auto& v : variants) {

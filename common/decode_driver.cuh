@@ -45,6 +45,10 @@ class DeviceDecodeProblem {
     std::vector<DeviceBuffer<uint16_t>> k_, v_;
 };
 
+// Copies of `p`'s K/V pools that the L2-cold timing rotates through (cold_copies of its
+// pool size): pass to DeviceDecodeProblem.
+int l2_cold_copies(const DecodeProblem& p, const DeviceInfo& info);
+
 // What a launch looks like on this GPU, for the CTAs and waves columns.
 struct LaunchGeometry {
     long long ctas = 0;    // CTAs in the grid

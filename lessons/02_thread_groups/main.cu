@@ -18,7 +18,6 @@
 
 #include "ceilings.cuh"
 #include "decode_driver.cuh"
-#include "timer.cuh"
 #include "decode_reference.h"
 #include "naive_decode.h"
 #include "thread_group_decode.h"
@@ -134,8 +133,7 @@ struct TimelineRun {
 TimelineRun run_timeline(const pa::DecodeShape& s, uint64_t seed, const pa::DeviceInfo& info,
                          const pa::DecodeReference& reference) {
     const pa::DecodeProblem p = pa::make_decode_problem(s, seed);
-    const long long pool_bytes = static_cast<long long>(p.cache.k.size() + p.cache.v.size()) * 2;
-    pa::DeviceDecodeProblem dev(p, pa::cold_copies(pool_bytes, info.l2_bytes));
+    pa::DeviceDecodeProblem dev(p, pa::l2_cold_copies(p, info));
     const int tile = lesson02::grouped_mma_tile_tokens(s.D);
     const int stride = lesson02::timeline_stride(s.max_ctx(), tile);
     pa::DeviceBuffer<uint64_t> record(static_cast<size_t>(s.B) * s.Hkv * stride);
@@ -190,15 +188,17 @@ int timeline_main(const pa::Flags& f, const std::vector<pa::DecodeShape>& shapes
     for (const auto& s : shapes) {
         const TimelineRun run = run_timeline(s, f.seed, info, reference);
         const lesson02::TimelineSummary& m = run.sum;
+        const bool steady = m.steady_gbps > 0;  // else the launch was mostly start-up
         const pa::LaunchGeometry g = lesson02::geometry(lesson02::grouped_mma_config(), s, info);
         t.add_row({s.name, std::to_string(m.ctas), std::to_string(m.sms_used), std::to_string(g.ctas_per_sm),
                    pa::strf("%.1f/%.1f", m.first_copy_p50, m.first_copy_max),
                    pa::strf("%.1f/%.1f", m.first_tile_p50, m.first_tile_max), pa::strf("%.1f", m.landed_10),
                    pa::strf("%.1f", m.landed_50), pa::strf("%.1f", m.landed_90), pa::strf("%.1f", m.landed_all),
-                   pa::strf("%.1f/%.1f/%.1f", m.end_first, m.end_p50, m.end_last), pa::strf("%.0f", m.steady_gbps),
-                   pa::strf("%.1f", 100.0 * m.steady_gbps / read_bw),
+                   pa::strf("%.1f/%.1f/%.1f", m.end_first, m.end_p50, m.end_last), steady ? pa::strf("%.0f", m.steady_gbps) : "-",
+                   steady ? pa::strf("%.1f", 100.0 * m.steady_gbps / read_bw) : "-",
                    pa::strf("%.1f/%.1f/%.1f", m.cta_gbps_p10, m.cta_gbps_p50, m.cta_gbps_p90),
-                   pa::strf("%.1f", m.at_steady_us), pa::strf("%.1f", m.head_us), pa::strf("%.1f", m.tail_us)});
+                   steady ? pa::strf("%.1f", m.at_steady_us) : "-", steady ? pa::strf("%.1f", m.head_us) : "-",
+                   steady ? pa::strf("%.1f", m.tail_us) : "-"});
         pa::ResultRow r = pa::decode_row(info, "02", "grouped_mma_timeline", s);
         r.l2 = "cold";
         std::vector<double> spans = run.spans;
@@ -221,13 +221,15 @@ int timeline_main(const pa::Flags& f, const std::vector<pa::DecodeShape>& shapes
             {"tail_us", m.tail_us}};
         r.set_extra("ctas", std::to_string(m.ctas));
         r.set_extra("ctas_per_sm", std::to_string(g.ctas_per_sm));
-        for (const auto& [k, x] : cols) r.set_extra(k, pa::strf("%.2f", x));
+        const std::set<std::string> steady_cols = {"steady_gbps", "at_steady_us", "startup_us", "tail_us"};
+        for (const auto& [k, x] : cols) r.set_extra(k, steady || !steady_cols.count(k) ? pa::strf("%.2f", x) : "");
         rows.push_back(r);
     }
     std::printf("\n");
     t.print();
     std::printf("(at steady + start-up + tail = the last CTA's end. at steady: all bytes at the steady rate; start-up: what\n"
-                "the first 10 %% of the bytes took beyond that; tail: the same for the last 10 %%, to the last CTA's end)\n");
+                "the first 10 %% of the bytes took beyond that; tail: the same for the last 10 %%, to the last CTA's end.\n"
+                "\"-\": no steady state, the 10 %%..90 %% window being under half of the run)\n");
     pa::write_csv_or_exit(kProgram, f.csv, rows);
     return 0;
 }
@@ -254,6 +256,7 @@ int main(int argc, char** argv) {
     if (f.timeline) {
         const std::vector<pa::DecodeShape> shapes = timeline_shapes_or_exit(f);
         const pa::DeviceInfo info = pa::require_gpu(kProgram);
+        pa::refuse_unrunnable_shapes(kProgram, shapes, {lesson02::variant(lesson02::grouped_mma_config())}, info);
         try {
             return timeline_main(f, shapes, info, reference);
         } catch (const std::exception& e) {
