@@ -80,3 +80,20 @@ TEST_CASE("summarize_timeline refuses records that are out of order or do not fi
     CHECK_THROWS_AS(lesson02::summarize_timeline(raw, stride, 1, {3}, tile, 10), std::invalid_argument);  // 6 tiles
     CHECK_THROWS_AS(lesson02::summarize_timeline(raw, stride, 2, {2}, tile, 10), std::invalid_argument);  // 2 CTAs
 }
+
+TEST_CASE("summarize_timeline reports no steady state for a launch that is mostly start-up", "[cpu][timeline]") {
+    // One CTA, 10 tiles: nothing for 10 us, then every tile within 1 us. The 10 %..90 %
+    // window (0.8 us) is far under half of the 11 us run.
+    const int tile = 1, stride = lesson02::timeline_stride(5, tile);
+    std::vector<uint64_t> raw(stride, 0);
+    std::vector<uint64_t> tiles;
+    for (int k = 0; k < 10; ++k) tiles.push_back(10000 + 100 * k);
+    put(raw, stride, 0, 0, 0, 500, 11000, tiles);
+    const lesson02::TimelineSummary s = lesson02::summarize_timeline(raw, stride, 1, {5}, tile, 1000);
+    CHECK(s.landed_10 == Approx(10.0));
+    CHECK(s.landed_all == Approx(10.9));
+    CHECK(s.steady_gbps == 0);
+    CHECK(s.at_steady_us == 0);
+    CHECK(s.head_us == 0);
+    CHECK(s.tail_us == 0);
+}

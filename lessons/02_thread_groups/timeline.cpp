@@ -88,7 +88,8 @@ TimelineSummary summarize_timeline(const std::vector<uint64_t>& raw, int stride,
         sum += b;
         while (next < 4 && sum >= shares[next] * s.bytes * (1 - 1e-12)) *marks[next++] = t;
     }
-    if (s.landed_90 > s.landed_10) {
+    constexpr double kMinSteadyShare = 0.5;  // of the last CTA's end
+    if (s.landed_90 - s.landed_10 >= kMinSteadyShare * s.end_last && s.landed_90 > s.landed_10) {
         s.steady_gbps = 0.8 * s.bytes / ((s.landed_90 - s.landed_10) * 1e-6) * 1e-9;
         s.at_steady_us = s.bytes / (s.steady_gbps * 1e9) * 1e6;
         s.head_us = s.landed_10 - 0.1 * s.at_steady_us;

@@ -30,11 +30,14 @@ struct TimelineSummary {
     double first_tile_p50 = 0, first_tile_max = 0;  // a CTA's start -> its first tile landed
     double landed_10 = 0, landed_50 = 0, landed_90 = 0, landed_all = 0;  // when that share of the bytes had landed
     double end_first = 0, end_p50 = 0, end_last = 0;                    // CTA ends
-    double steady_gbps = 0;                     // the rate between 10 % and 90 % landed
+    // The rate between 10 % and 90 % landed; 0 when that window is under half of the run
+    // (a launch that is mostly start-up has no steady state, and tiles the consumers reach
+    // in a burst would read as a rate above the memory's).
+    double steady_gbps = 0;
     double cta_gbps_p10 = 0, cta_gbps_p50 = 0, cta_gbps_p90 = 0;  // one CTA's rate over the middle half of its tiles
     // end_last split up: the bytes at the steady rate, the excess before 10 % had landed
     // (start-up), and the excess after 90 % had landed (the tail: uneven CTA ends and the
-    // last tile's math).
+    // last tile's math). All 0 without a steady state.
     double at_steady_us = 0, head_us = 0, tail_us = 0;
 };
 
