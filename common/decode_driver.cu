@@ -104,7 +104,7 @@ std::vector<ResultRow> bench_decode_shape(const BenchSetup& setup, const DecodeP
         const LaunchGeometry g = v.geometry(s, setup.info);
         for (int cold_run = 0; cold_run < 2; ++cold_run) {
             const Timing& t = cold_run ? cold : hot;
-            ResultRow r = decode_row(setup.info, setup.lesson, v.name, s);
+            ResultRow r = decode_row(setup.info, v.lesson.empty() ? setup.lesson : v.lesson, v.name, s);
             r.l2 = cold_run ? "cold" : "hot";
             r.us_median = t.us_median;
             r.us_min = t.us_min;
@@ -224,42 +224,90 @@ void write_csv_or_exit(const std::string& program, const std::string& path, cons
     std::printf("wrote %zu rows to %s\n", rows.size(), path.c_str());
 }
 
-int run_decode_lesson(int argc, char** argv, const DecodeLessonSpec& spec) {
-    const Flags f = parse_flags_or_exit(argc, argv, decode_usage(spec.program, spec.extra_usage));
-    if (f.timeline) {
-        std::fprintf(stderr, "error: %s has no --timeline (lesson 02 has one)\n", spec.program.c_str());
-        std::exit(kExitBadInput);
+std::vector<DecodeVariant> available_variants(const std::vector<DecodeVariant>& variants, const DeviceInfo& info) {
+    std::vector<DecodeVariant> out;
+    for (const auto& v : variants) {
+        if (info.cc() >= v.min_cc) out.push_back(v);
+        else std::printf("%s: unavailable on %s (sm_%d): needs %s\n", v.name.c_str(), info.name.c_str(), info.cc(), v.needs.c_str());
     }
-    const std::vector<DecodeVariant> variants = select_variants(spec.program, f.variant, spec.variants);
+    return out;
+}
+
+RowIndex::RowIndex(const std::vector<ResultRow>& rows) {
+    for (const auto& r : rows) rows_.emplace_back(r.shape + "|" + r.variant + "|" + r.l2, &r);
+}
+
+const ResultRow* RowIndex::get(const std::string& shape, const std::string& variant, const std::string& l2) const {
+    const std::string key = shape + "|" + variant + "|" + l2;
+    for (const auto& [k, r] : rows_)
+        if (k == key) return r;
+    return nullptr;
+}
+
+std::string RowIndex::us(const std::string& shape, const std::string& variant, const std::string& l2) const {
+    const ResultRow* r = get(shape, variant, l2);
+    return r ? strf("%.2f", r->us_median) : "-";
+}
+
+std::pair<std::string, double> RowIndex::best_of(const std::string& shape, const std::vector<std::string>& variants) const {
+    std::pair<std::string, double> best{"-", 1e300};
+    for (const auto& n : variants)
+        if (const ResultRow* r = get(shape, n))
+            if (r->us_median < best.second) best = {n, r->us_median};
+    return best;
+}
+
+int run_decode_lesson(int argc, char** argv, const DecodeLessonSpec& spec) {
+    std::vector<LessonFlag> mode_flags;
+    for (const auto& m : spec.modes) mode_flags.push_back(m.flag);
+    const Flags f = parse_flags_or_exit(argc, argv, decode_usage(spec.program, spec.extra_usage), mode_flags);
+    for (const auto& m : spec.modes)
+        if (f.has(m.flag.name)) return m.run(f);
+    // Names and shapes are checked before looking for a GPU, so a typo is exit code 2 everywhere.
+    const std::vector<DecodeVariant> selected = select_variants(spec.program, f.variant, spec.variants);
     const std::vector<DecodeShape> check_shapes = select_shapes_or_exit(spec.program, f, spec.check_shapes);
     const std::vector<DecodeShape> bench_shapes = select_shapes_or_exit(spec.program, f, spec.bench_shapes);
     const DeviceInfo info = require_gpu(spec.program);
-    refuse_unrunnable_shapes(spec.program, f.bench_only ? bench_shapes : check_shapes, variants, info);
-    if (!f.check_only) refuse_unrunnable_shapes(spec.program, bench_shapes, variants, info);
     try {
-        int failures = 0;
         print_run_header(spec.title, info, 0);
-        if (!f.bench_only) failures += run_decode_checks(check_shapes, variants, spec.reference, f.seed, info);
-        if (!f.check_only) {
-            BenchSetup setup;
-            setup.info = info;
-            setup.lesson = spec.lesson;
-            setup.iters = f.iters;
-            setup.read_bw_gbps = measured_read_bandwidth_gbps(info);
-            std::printf("\nmeasurement (seed %llu, %d timed launches after %d warm-up; L2-cold rotates K/V copies over > 2x L2)\n",
-                        static_cast<unsigned long long>(f.seed), setup.iters, setup.warmup);
-            std::printf("measured streaming read bandwidth: %.0f GB/s\n", setup.read_bw_gbps);
-            std::vector<ResultRow> rows;
-            for (const auto& s : bench_shapes) {
-                const DecodeProblem p = make_decode_problem(s, f.seed);
-                const std::vector<double> ref = spec.reference(p);
-                auto r = bench_decode_shape(setup, p, ref, variants);
-                for (const auto& row : r) failures += row.check == "FAIL" && row.l2 == "cold";
-                rows.insert(rows.end(), r.begin(), r.end());
-            }
-            print_decode_rows(rows, info, setup.read_bw_gbps);
-            write_csv_or_exit(spec.program, f.csv, rows);
+        const std::vector<DecodeVariant> variants = available_variants(selected, info);
+        if (variants.empty()) {
+            std::fprintf(stderr, "error: %s: no selected variant runs on this GPU\n", spec.program.c_str());
+            return kExitNoGpu;
         }
+        refuse_unrunnable_shapes(spec.program, f.bench_only ? bench_shapes : check_shapes, variants, info);
+        if (!f.check_only) refuse_unrunnable_shapes(spec.program, bench_shapes, variants, info);
+        int failures = 0;
+        if (!f.bench_only) failures += run_decode_checks(check_shapes, variants, spec.reference, f.seed, info);
+        if (f.check_only) return failures == 0 ? 0 : 1;
+
+        BenchSetup setup;
+        setup.info = info;
+        setup.lesson = spec.lesson;
+        setup.iters = f.iters;
+        setup.read_bw_gbps = measured_read_bandwidth_gbps(info);
+        std::printf("\nmeasurement (seed %llu, %d timed launches after %d warm-up; L2-cold rotates K/V copies over > 2x L2)\n",
+                    static_cast<unsigned long long>(f.seed), setup.iters, setup.warmup);
+        std::printf("measured streaming read bandwidth: %.0f GB/s\n", setup.read_bw_gbps);
+        std::vector<DecodeVariant> measured = variants;
+        if (f.variant.empty()) {
+            const std::vector<DecodeVariant> base = available_variants(spec.baselines, info);
+            measured.insert(measured.begin(), base.begin(), base.end());
+        }
+        std::vector<ResultRow> rows;
+        for (const auto& s : bench_shapes) {
+            const DecodeProblem p = make_decode_problem(s, f.seed);
+            const std::vector<double> ref = spec.reference(p);
+            auto r = bench_decode_shape(setup, p, ref, measured);
+            for (auto& row : r) {
+                if (spec.annotate) spec.annotate(s, row);
+                failures += row.check == "FAIL" && row.l2 == "cold";
+            }
+            rows.insert(rows.end(), r.begin(), r.end());
+        }
+        print_decode_rows(rows, info, setup.read_bw_gbps);
+        if (f.variant.empty() && spec.summarize) spec.summarize(rows, bench_shapes);
+        write_csv_or_exit(spec.program, f.csv, rows);
         return failures == 0 ? 0 : 1;
     } catch (const std::exception& e) {
         std::fprintf(stderr, "error: %s: %s\n", spec.program.c_str(), e.what());

@@ -60,6 +60,11 @@ struct LaunchGeometry {
 
 struct DecodeVariant {
     std::string name;
+    // The lowest compute capability the variant runs on (90 for sm_90a's wgmma) and what it
+    // needs there, for the one-line "unavailable on this GPU" listing.
+    int min_cc = 80;
+    std::string needs = "sm_80";
+    std::string lesson;  // set for an earlier lesson's variant measured beside (its rows keep it)
     // Empty when the variant can run the shape on this GPU, else the reason it cannot.
     std::function<std::string(const DecodeShape&, const DeviceInfo&)> why_not;
     std::function<void(const PagedDecodeArgs&, cudaStream_t)> launch;
@@ -104,16 +109,50 @@ void print_run_header(const std::string& title, const DeviceInfo& info, double r
 int run_decode_checks(const std::vector<DecodeShape>& shapes, const std::vector<DecodeVariant>& variants,
                       const DecodeReference& reference, uint64_t seed, const DeviceInfo& info);
 
-// What the simple decode lessons run from main().
+// A mode of one lesson, selected by its own flag (lesson 02's --timeline): the driver
+// parses the flag, and runs `run` instead of the check and the measurement.
+struct LessonMode {
+    LessonFlag flag;
+    std::function<int(const Flags&)> run;  // returns the exit code
+};
+
+// What a decode lesson's main() declares; run_decode_lesson does the rest.
 struct DecodeLessonSpec {
     std::string program;                     // "lesson01_naive_decode"
     std::string lesson;                      // "01"
     std::string title;
     std::string extra_usage;
     std::vector<DecodeVariant> variants;
+    // Earlier lessons' variants, measured beside this lesson's in a run without --variant
+    // (not checked again: their own lesson does that).
+    std::vector<DecodeVariant> baselines;
     std::vector<DecodeShape> check_shapes;   // default --check set
     std::vector<DecodeShape> bench_shapes;   // default --bench set
     DecodeReference reference;
+    // Extra columns of a measured row (e.g. which kernel `auto` picked).
+    std::function<void(const DecodeShape&, ResultRow&)> annotate;
+    // The lesson's own tables, printed after the measurement of a run without --variant;
+    // `shapes` are the measured ones.
+    std::function<void(const std::vector<ResultRow>& rows, const std::vector<DecodeShape>& shapes)> summarize;
+    std::vector<LessonMode> modes;
+};
+
+// Splits off the variants this GPU cannot run (compute capability below min_cc), printing
+// one line for each: "<name>: unavailable on <GPU> (sm_89): needs sm_90a (wgmma)".
+std::vector<DecodeVariant> available_variants(const std::vector<DecodeVariant>& variants, const DeviceInfo& info);
+
+// Finds a row by (shape, variant, l2) among a measurement's rows.
+class RowIndex {
+  public:
+    explicit RowIndex(const std::vector<ResultRow>& rows);
+    const ResultRow* get(const std::string& shape, const std::string& variant, const std::string& l2 = "cold") const;
+    // "12.34" or "-" when there is no such row.
+    std::string us(const std::string& shape, const std::string& variant, const std::string& l2 = "cold") const;
+    // The fastest of `variants` on a shape (L2-cold median): {name, us}, or {"-", inf}.
+    std::pair<std::string, double> best_of(const std::string& shape, const std::vector<std::string>& variants) const;
+
+  private:
+    std::vector<std::pair<std::string, const ResultRow*>> rows_;
 };
 
 int run_decode_lesson(int argc, char** argv, const DecodeLessonSpec& spec);

@@ -1,5 +1,8 @@
 #include "device_info.cuh"
 
+#include <map>
+#include <mutex>
+
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -54,12 +57,7 @@ static std::string make_short_name(const std::string& name) {
     return s;
 }
 
-DeviceInfo require_gpu(const std::string& program) {
-    std::string why;
-    if (!gpu_available(&why)) {
-        std::fprintf(stderr, "%s: no usable CUDA GPU (%s); nothing to run\n", program.c_str(), why.c_str());
-        std::exit(kExitNoGpu);
-    }
+static DeviceInfo query_device() {
     DeviceInfo info;
     CUDA_CHECK(cudaGetDevice(&info.device));
     cudaDeviceProp prop{};
@@ -77,6 +75,26 @@ DeviceInfo require_gpu(const std::string& program) {
     CUDA_CHECK(cudaRuntimeGetVersion(&info.runtime_version));
     CUDA_CHECK(cudaDriverGetVersion(&info.driver_version));
     return info;
+}
+
+const DeviceInfo& current_device_info() {
+    static std::mutex mu;
+    static std::map<int, DeviceInfo> infos;
+    int device = 0;
+    CUDA_CHECK(cudaGetDevice(&device));
+    std::lock_guard<std::mutex> lock(mu);
+    auto it = infos.find(device);
+    if (it == infos.end()) it = infos.emplace(device, query_device()).first;
+    return it->second;
+}
+
+DeviceInfo require_gpu(const std::string& program) {
+    std::string why;
+    if (!gpu_available(&why)) {
+        std::fprintf(stderr, "%s: no usable CUDA GPU (%s); nothing to run\n", program.c_str(), why.c_str());
+        std::exit(kExitNoGpu);
+    }
+    return current_device_info();
 }
 
 void require_compute_capability(const DeviceInfo& info, int major, int minor, const std::string& program,

@@ -18,6 +18,7 @@ struct DeviceInfo {
     int max_threads_per_sm = 0;
     int runtime_version = 0, driver_version = 0;  // e.g. 13000
 
+    int cc() const { return cc_major * 10 + cc_minor; }  // 90 for sm_90
     std::string cuda_version_string() const;  // "runtime 13.0, driver 13.0"
     std::string summary() const;              // one line: name, SMs, L2, smem, CUDA
 };
@@ -25,6 +26,10 @@ struct DeviceInfo {
 // True when at least one CUDA device can be used. Any failure of cudaGetDeviceCount
 // (no driver, "driver version is insufficient", no device) counts as no GPU.
 bool gpu_available(std::string* why = nullptr);
+
+// The current device's info, queried once per device (throws CudaError on failure):
+// for launchers whose choice depends on the GPU.
+const DeviceInfo& current_device_info();
 
 // Returns the current device's info, or prints one line and exits with kExitNoGpu.
 DeviceInfo require_gpu(const std::string& program);

@@ -38,8 +38,15 @@ constexpr int kMaxCtx = 1 << 20;  // 1M tokens: far beyond any lesson, small eno
 
 }  // namespace
 
-Flags parse_flags(int argc, const char* const* argv) {
+long long Flags::lesson_int(const std::string& lesson_flag, long long lo, long long hi, long long fallback) const {
+    auto it = lesson.find(lesson_flag);
+    if (it == lesson.end()) return fallback;
+    return parse_integer(lesson_flag, it->second, lo, hi);
+}
+
+Flags parse_flags(int argc, const char* const* argv, const std::vector<LessonFlag>& lesson_flags) {
     Flags f;
+    std::vector<std::string> given;  // shared flags seen, for LessonFlag::excludes
     for (int i = 1; i < argc; ++i) {
         std::string arg = argv[i];
         std::string value;
@@ -60,12 +67,27 @@ Flags parse_flags(int argc, const char* const* argv) {
         auto no_value = [&]() {
             if (has_inline_value) throw FlagError(arg + " takes no value");
         };
+        const LessonFlag* lf = nullptr;
+        for (const auto& l : lesson_flags)
+            if (l.name == arg) lf = &l;
+        if (lf) {
+            if (lf->takes_value) {
+                const std::string v = need_value();
+                if (v.empty()) throw FlagError(arg + " needs a value");
+                f.lesson[arg] = v;
+            } else {
+                no_value();
+                f.lesson[arg] = "";
+            }
+            continue;
+        }
+        given.push_back(arg);
         if (arg == "--check") { no_value(); f.check_only = true; }
         else if (arg == "--bench") { no_value(); f.bench_only = true; }
         else if (arg == "--help" || arg == "-h") { no_value(); f.help = true; }
         else if (arg == "--shape") {
             const std::string name = need_value();
-            if (!find_shape(name)) throw FlagError("unknown shape '" + name + "' (the catalogue names are listed by --help)");
+            if (name.empty()) throw FlagError("--shape needs a name");
             f.shapes.push_back(name);
         }
         else if (arg == "--B") f.B = static_cast<int>(parse_integer(arg, need_value(), 1, 65535));
@@ -84,12 +106,15 @@ Flags parse_flags(int argc, const char* const* argv) {
         else if (arg == "--iters") f.iters = static_cast<int>(parse_integer(arg, need_value(), 1, 100000));
         else if (arg == "--seed") f.seed = static_cast<unsigned long long>(parse_integer(arg, need_value(), 0, LLONG_MAX));
         else if (arg == "--variant") { f.variant = need_value(); if (f.variant.empty()) throw FlagError("--variant needs a name"); }
-        else if (arg == "--timeline") { no_value(); f.timeline = true; }
         else throw FlagError("unknown flag '" + std::string(argv[i]) + "'");
     }
     if (f.check_only && f.bench_only) throw FlagError("--check and --bench exclude each other (give neither to run both)");
-    if (f.timeline && (f.check_only || f.bench_only || !f.variant.empty()))
-        throw FlagError("--timeline runs one kernel on its own: not with --check, --bench or --variant");
+    for (const auto& l : lesson_flags) {
+        if (!f.has(l.name)) continue;
+        for (const auto& x : l.excludes)
+            for (const auto& g : given)
+                if (g == x) throw FlagError(l.name + " cannot be combined with " + x);
+    }
     if (!f.shapes.empty() && f.explicit_shape())
         throw FlagError("--shape and an explicit shape (--B/--H/--Hkv/--ctx/--D/--block-size) exclude each other");
     if (f.explicit_shape()) {
@@ -120,7 +145,11 @@ void validate_decode_shape(const DecodeShape& s) {
 std::vector<DecodeShape> select_shapes(const Flags& f, const std::vector<DecodeShape>& defaults) {
     std::vector<DecodeShape> out;
     if (!f.shapes.empty()) {
-        for (const auto& name : f.shapes) out.push_back(*find_shape(name));
+        for (const auto& name : f.shapes) {
+            const std::optional<DecodeShape> s = find_shape(name);
+            if (!s) throw FlagError("unknown shape '" + name + "' (the catalogue names are listed by --help)");
+            out.push_back(*s);
+        }
     } else if (f.explicit_shape()) {
         const int D = f.D.value_or(128), bs = f.block_size.value_or(16);
         const bool mixed = f.ctx.size() != 1;
@@ -136,6 +165,10 @@ std::vector<DecodeShape> select_shapes(const Flags& f, const std::vector<DecodeS
         validate_decode_shape(s);
     }
     return out;
+}
+
+std::string common_usage_line(const std::string& program) {
+    return "usage: " + program + " [--check | --bench] [--shape NAME ...] [--csv FILE] [--iters N] [--seed N] [--variant NAME] [--help]\n";
 }
 
 std::string decode_usage(const std::string& program, const std::string& extra) {
@@ -156,11 +189,14 @@ std::string decode_usage(const std::string& program, const std::string& extra) {
     return u.str();
 }
 
-Flags parse_flags_or_exit(int argc, const char* const* argv, const std::string& usage) {
+Flags parse_flags_or_exit(int argc, const char* const* argv, const std::string& usage,
+                          const std::vector<LessonFlag>& lesson_flags) {
     try {
-        Flags f = parse_flags(argc, argv);
+        Flags f = parse_flags(argc, argv, lesson_flags);
         if (f.help) {
             std::fputs(usage.c_str(), stdout);
+            if (!lesson_flags.empty()) std::fputs("This lesson's own flags:\n", stdout);
+            for (const auto& l : lesson_flags) std::printf("%s\n", l.help.c_str());
             std::exit(0);
         }
         return f;

@@ -3,6 +3,7 @@
 #include <map>
 #include <mutex>
 #include <set>
+#include <utility>
 
 #include "cuda_check.cuh"
 
@@ -26,19 +27,29 @@ void opt_in_max_dynamic_smem(const void* kernel) {
     done.insert(kernel);
 }
 
-int current_sm_count() {
+namespace {
+
+// A device attribute of the current device, read from the driver once per device.
+int cached_attribute(cudaDeviceAttr attr) {
     static std::mutex mu;
-    static std::map<int, int> sms_of_device;
+    static std::map<std::pair<int, int>, int> values;
     int device = 0;
     CUDA_CHECK(cudaGetDevice(&device));
     std::lock_guard<std::mutex> lock(mu);
-    auto it = sms_of_device.find(device);
-    if (it == sms_of_device.end()) {
-        int sms = 0;
-        CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
-        it = sms_of_device.emplace(device, sms).first;
+    const std::pair<int, int> key{device, static_cast<int>(attr)};
+    auto it = values.find(key);
+    if (it == values.end()) {
+        int v = 0;
+        CUDA_CHECK(cudaDeviceGetAttribute(&v, attr, device));
+        it = values.emplace(key, v).first;
     }
     return it->second;
 }
+
+}  // namespace
+
+int current_sm_count() { return cached_attribute(cudaDevAttrMultiProcessorCount); }
+
+int current_max_smem_optin() { return cached_attribute(cudaDevAttrMaxSharedMemoryPerBlockOptin); }
 
 }  // namespace pa

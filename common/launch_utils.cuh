@@ -18,4 +18,8 @@ int max_dynamic_smem(const void* kernel);
 // from the driver once per device (later calls are a lookup), like the opt-in above.
 int current_sm_count();
 
+// The most dynamic shared memory one CTA may ask for on the current device (opt-in limit),
+// read once per device like the SM count.
+int current_max_smem_optin();
+
 }  // namespace pa

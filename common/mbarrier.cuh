@@ -1,4 +1,4 @@
-// Shared-memory barriers for producer/consumer kernels (sm_90).
+// Shared-memory barriers for producer/consumer kernels (sm_80 and newer).
 //
 // An mbarrier is a 64-bit counter in shared memory. It is initialised with the number of
 // arrivals one phase expects; when that many threads have arrived, the phase completes
@@ -28,8 +28,11 @@ __device__ __forceinline__ void mbarrier_arrive(uint64_t* bar) {
     asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" ::"r"(smem_address(bar)) : "memory");
 }
 
-// Spins until the phase with this parity has completed.
+// Spins until the phase with this parity has completed. sm_90 has try_wait, which lets
+// the hardware suspend the thread for a while inside the instruction; sm_80-89 have only
+// test_wait, which returns at once, so the loop polls. Both acquire the arrivals' writes.
 __device__ __forceinline__ void mbarrier_wait(uint64_t* bar, unsigned parity) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
     asm volatile(
         "{\n"
         "  .reg .pred done;\n"
@@ -39,6 +42,17 @@ __device__ __forceinline__ void mbarrier_wait(uint64_t* bar, unsigned parity) {
         "}\n" ::"r"(smem_address(bar)),
         "r"(parity)
         : "memory");
+#else
+    asm volatile(
+        "{\n"
+        "  .reg .pred done;\n"
+        "WAIT_%=:\n"
+        "  mbarrier.test_wait.parity.shared::cta.b64 done, [%0], %1;\n"
+        "  @!done bra WAIT_%=;\n"
+        "}\n" ::"r"(smem_address(bar)),
+        "r"(parity)
+        : "memory");
+#endif
 }
 
 template <int ID, int THREADS>

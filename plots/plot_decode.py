@@ -4,14 +4,16 @@
 Reads plots/data/<gpu>/lessonNN.csv (whichever lessons exist) and writes, into plots/:
   <gpu>_decode_bandwidth.png  Table A shapes (llama7b-*, llama70b-*, mqa-*): % of the
                               measured streaming-read bandwidth, L2-cold, per lesson
-                              (lesson 01 naive; lesson 02 best of its seven configurations
-                              and its auto pick; later lessons: best variant and auto).
-  <gpu>_tgs_sweep.png         h8kv4-* shapes: L2-cold median time of lesson 02's seven
-                              configurations (per_head / grouped x TGS 4, 8, 16, and the
-                              tensor-core grouped_mma), and each one's time over the best.
+                              (lesson 01 naive; lesson 02 best of its steps and its auto
+                              pick; later lessons: best variant and auto).
+  <gpu>_tgs_sweep.png         h8kv4-* shapes: L2-cold median time of lesson 02's
+                              wide_loads and grouped steps at TGS 4, 8, 16 and of the
+                              tensor-core grouped_mma and grouped_mma_ws, and each one's
+                              time over the best of them.
 
 Usage: python3 plots/plot_decode.py [--gpu h200]
-Needs matplotlib only (no GPU). Missing lessons are skipped with a message.
+Needs matplotlib only (no GPU). Missing lessons, and lesson-02 variants missing from its
+CSV, are skipped with a one-line message.
 """
 
 import argparse
@@ -29,7 +31,15 @@ import matplotlib.ticker  # noqa: E402,F401
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 TABLE_A_PREFIXES = ("llama7b-", "llama70b-", "mqa-")
-LESSON02_CONFIGS = [f"{layout}_tgs{tgs}" for layout in ("per_head", "grouped") for tgs in (4, 8, 16)] + ["grouped_mma"]
+TGS = (4, 8, 16)
+# Lesson 02's steps: 1 thread_groups, 2 wide_loads, 3 per_head and grouped (the two CTA
+# mappings), each at TGS 4/8/16; 4 grouped_mma; 5 grouped_mma_ws.
+LESSON02_STEPS = [f"{step}_tgs{tgs}" for step in ("thread_groups", "wide_loads", "per_head", "grouped")
+                  for tgs in TGS] + ["grouped_mma", "grouped_mma_ws"]
+# The TGS-sweep plot: the per-head and grouped CUDA-core steps at every TGS, and the
+# tensor-core steps for reference.
+TGS_SWEEP_CONFIGS = [f"{step}_tgs{tgs}" for step in ("wide_loads", "grouped") for tgs in TGS] + [
+    "grouped_mma", "grouped_mma_ws"]
 
 
 def read_lessons(data_dir):
@@ -68,6 +78,15 @@ def best_row(rows, shape, variants):
     return min(cands, key=lambda r: float(r["us_median"])) if cands else None
 
 
+def present_variants(rows, wanted, csv_name):
+    """The variants of `wanted` that `rows` have; one line names those it lacks."""
+    have = {r["variant"] for r in rows}
+    missing = [v for v in wanted if v not in have]
+    if missing:
+        print(f"{csv_name}: no rows for {', '.join(missing)}: skipped")
+    return [v for v in wanted if v in have]
+
+
 def bandwidth_series(lessons):
     """[(label, {shape: row})] for the bandwidth plot, one entry per bar series."""
     series = []
@@ -80,8 +99,13 @@ def bandwidth_series(lessons):
         if nn == "01":
             series.append(("lesson 01 naive", {s: row_of(own, s, "naive") for s in shapes}))
             continue
-        variants = LESSON02_CONFIGS if nn == "02" else sorted({r["variant"] for r in own} - {"auto"})
-        what = "best of 7 configs" if nn == "02" else "best variant"
+        if nn == "02":
+            variants = present_variants(own, LESSON02_STEPS, "lesson02.csv")
+            if not variants:
+                continue
+        else:
+            variants = sorted({r["variant"] for r in own} - {"auto"})
+        what = "best step" if nn == "02" else "best variant"
         series.append((f"lesson {nn} {what}", {s: best_row(own, s, variants) for s in shapes}))
         if any(r["variant"] == "auto" for r in own):
             series.append((f"lesson {nn} auto", {s: row_of(own, s, "auto") for s in shapes}))
@@ -110,7 +134,7 @@ def plot_bandwidth(lessons, gpu, out_path):
         ax.bar_label(bars, labels=[f"{y:.1f}" for y in ys], fontsize=7, padding=1)
 
     # Name the winning lesson-02 configuration under each shape.
-    best02 = dict(series).get("lesson 02 best of 7 configs", {})
+    best02 = dict(series).get("lesson 02 best step", {})
     ticks = []
     for s in shapes:
         r = best02.get(s)
@@ -133,7 +157,8 @@ def plot_tgs_sweep(lessons, gpu, out_path):
     if "02" not in lessons:
         print("TGS sweep plot skipped: no lesson02.csv")
         return False
-    rows = [r for r in lessons["02"] if r["lesson"] == "02" and r["variant"] in LESSON02_CONFIGS]
+    configs = present_variants([r for r in lessons["02"] if r["lesson"] == "02"], TGS_SWEEP_CONFIGS, "lesson02.csv")
+    rows = [r for r in lessons["02"] if r["lesson"] == "02" and r["variant"] in configs]
     shapes = shapes_in_order(rows, lambda s: s.startswith("h8kv4-"))
     if not shapes:
         print("TGS sweep plot skipped: lesson02.csv has no h8kv4-* rows")
@@ -143,22 +168,24 @@ def plot_tgs_sweep(lessons, gpu, out_path):
 
     fig, (ax_us, ax_rel) = plt.subplots(2, 1, figsize=(13, 8.5), sharex=True,
                                         gridspec_kw={"height_ratios": [3, 2]})
-    width = 0.8 / len(LESSON02_CONFIGS)
-    colors = ["#9ecae1", "#4292c6", "#08519c", "#fdae6b", "#f16913", "#a63603", "#31a354"]
-    for i, (variant, color) in enumerate(zip(LESSON02_CONFIGS, colors)):
+    width = 0.8 / len(configs)
+    palette = dict(zip(TGS_SWEEP_CONFIGS, ["#9ecae1", "#4292c6", "#08519c", "#fdae6b", "#f16913", "#a63603",
+                                           "#31a354", "#006d2c"]))
+    for i, variant in enumerate(configs):
+        color = palette[variant]
         xs, us, rel = [], [], []
         for j, s in enumerate(shapes):
             r = row_of(rows, s, variant)
             if r is None:
                 continue
-            xs.append(j + (i - (len(LESSON02_CONFIGS) - 1) / 2) * width)
+            xs.append(j + (i - (len(configs) - 1) / 2) * width)
             us.append(float(r["us_median"]))
-            rel.append(us[-1] / float(best_row(rows, s, LESSON02_CONFIGS)["us_median"]))
+            rel.append(us[-1] / float(best_row(rows, s, configs)["us_median"]))
         ax_us.bar(xs, us, width, label=variant, color=color)
         ax_rel.bar(xs, rel, width, color=color)
 
     for j, s in enumerate(shapes):  # the best time, above the shape's tallest bar
-        r = best_row(rows, s, LESSON02_CONFIGS)
+        r = best_row(rows, s, configs)
         top = max(float(x["us_median"]) for x in rows if x["shape"] == s)
         ax_us.annotate(f"best {float(r['us_median']):.1f}", (j, top), xytext=(0, 4),
                        textcoords="offset points", ha="center", fontsize=7)
@@ -169,12 +196,12 @@ def plot_tgs_sweep(lessons, gpu, out_path):
     ax_us.set_ylabel("median time, us (L2-cold, log scale)")
     ax_us.set_title(f"Lesson 02 on {gpu.upper()}: thread-group size sweep, h8kv4 shapes "
                     "(H 8, Hkv 4, D 128, bf16, block 16)")
-    ax_us.legend(ncol=7, fontsize=8, loc="upper left")
+    ax_us.legend(ncol=4, fontsize=8, loc="upper left")
     ax_us.grid(axis="y", which="both", alpha=0.3)
     ax_us.set_ylim(top=ax_us.get_ylim()[1] * 2.0)
 
     ax_rel.axhline(1.0, color="black", linewidth=0.8)
-    ax_rel.set_ylabel("time / best of the seven")
+    ax_rel.set_ylabel("time / best of those shown")
     ax_rel.set_ylim(0.9, max(1.3, ax_rel.get_ylim()[1]))
     ax_rel.grid(axis="y", alpha=0.3)
     ax_rel.set_xticks(range(len(shapes)), shapes, rotation=30, ha="right", fontsize=8)

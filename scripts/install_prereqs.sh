@@ -147,6 +147,18 @@ pa_ensure_catch2() {
     pa_fail "Catch2 v3 is needed for the tests and could not be installed here: install it (Debian 12: apt-get install -t bookworm-backports catch2; Ubuntu 24.04: apt-get install catch2; elsewhere build v3 from https://github.com/catchorg/Catch2) or point CMAKE_PREFIX_PATH at it, then run this again."
 }
 
+# Python 3 (standard library only) for the tests that check the README tables against the
+# CSVs (plots/tables.py); the test configure step fails without it.
+pa_ensure_python3() {
+    command -v python3 >/dev/null 2>&1 && return 0
+    if pa_can_apt; then
+        echo "python3 not found: trying apt-get install python3"
+        pa_apt_install python3 || true
+        hash -r
+    fi
+    command -v python3 >/dev/null 2>&1 || pa_fail "Python 3 is needed for the README table tests (plots/tables.py) and could not be installed here: install python3 (e.g. 'apt-get install python3'), then run this again."
+}
+
 # Configure build/ (reusing its generator if it exists) and build it on every core.
 pa_configure_and_build() {  # pa_configure_and_build -DPA_BUILD_TESTS=ON|OFF
     local gen=()

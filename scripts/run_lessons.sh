@@ -3,13 +3,36 @@
 # check (N/N PASS) and the measurement table, writing the rows to
 # plots/data/<gpu>/lessonNN.csv. Without a GPU it builds everything and says so.
 #
-#   bash scripts/run_lessons.sh          (from anywhere)
+#   bash scripts/run_lessons.sh                  (from anywhere)
+#   bash scripts/run_lessons.sh --arch 80        an sm_80 build (in build-sm80) on this GPU:
+#                                                on a newer GPU the driver compiles its PTX
+#                                                at start, as an A100 user's build would run;
+#                                                CSVs named lessonNN_sm80.csv
+#   bash scripts/run_lessons.sh --lessons 02     only the lessons named (comma-separated)
 #
-# Exit code: 0 when every lesson passed (or no GPU is visible), 1 otherwise.
+# Exit code: 0 when every lesson passed (or no GPU is visible), 1 otherwise; 2 on bad flags.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 # shellcheck source=scripts/install_prereqs.sh
 . scripts/install_prereqs.sh
+
+arch=""
+only=""
+while [ $# -gt 0 ]; do
+    case "$1" in
+        --arch) [ $# -ge 2 ] || { echo "error: --arch needs a value, e.g. --arch 80" >&2; exit 2; }; arch=$2; shift 2 ;;
+        --lessons) [ $# -ge 2 ] || { echo "error: --lessons needs a value, e.g. --lessons 02,03" >&2; exit 2; }; only=$2; shift 2 ;;
+        -h | --help) sed -n '2,16p' "$0"; exit 0 ;;
+        *) echo "error: unknown argument '$1' (see --help)" >&2; exit 2 ;;
+    esac
+done
+suffix=""
+if [ -n "$arch" ]; then
+    [[ "$arch" =~ ^[0-9]+a?$ ]] || { echo "error: --arch takes one architecture such as 80, 86, 89 or 90a, got '$arch'" >&2; exit 2; }
+    PA_BUILD_DIR="build-sm$arch"
+    PA_CMAKE_ARGS="${PA_CMAKE_ARGS:-} -DCMAKE_CUDA_ARCHITECTURES=$arch"
+    suffix="_sm$arch"
+fi
 
 pa_ensure_build_tools
 pa_configure_and_build -DPA_BUILD_TESTS=OFF
@@ -18,6 +41,8 @@ no_gpu_line="No CUDA GPU visible: built every lesson; skipped the GPU runs."
 
 lessons=()
 while IFS= read -r exe; do
+    nn=$(basename "$exe" | cut -c7-8)  # lessonNN_...
+    if [ -n "$only" ] && [[ ",$only," != *",$nn,"* ]]; then continue; fi
     if [ -f "$exe" ] && [ -x "$exe" ]; then lessons+=("$exe"); fi
 done < <(find "$PA_BUILD_DIR/bin" -maxdepth 1 -name 'lesson[0-9][0-9]_*' 2>/dev/null | LC_ALL=C sort)
 [ "${#lessons[@]}" -gt 0 ] || pa_fail "No lesson executables in $PA_BUILD_DIR/bin after the build (did every lesson get skipped for the configured GPU architectures?)."
@@ -45,7 +70,7 @@ first=1
 for exe in "${lessons[@]}"; do
     name=$(basename "$exe")
     nn=${name:6:2}  # lessonNN_...
-    csv="plots/data/$gpu/lesson$nn.csv"
+    csv="plots/data/$gpu/lesson$nn$suffix.csv"
     printf '\n===== %s (CSV: %s) =====\n' "$name" "$csv"
     rc=0
     "$exe" --csv "$csv" || rc=$?
@@ -61,7 +86,7 @@ for exe in "${lessons[@]}"; do
     fi
     # A lesson with a --timeline (its usage has a line starting with it) also writes where
     # its main kernel's time goes.
-    if [ "$rc" -ne 3 ] && "$exe" --help | grep -q -- '^--timeline'; then
+    if [ "$rc" -ne 3 ] && [ -z "$suffix" ] && "$exe" --help | grep -q -- '^--timeline'; then
         timeline_csv="plots/data/$gpu/lesson${nn}_timeline.csv"
         printf '\n===== %s --timeline (CSV: %s) =====\n' "$name" "$timeline_csv"
         "$exe" --timeline --csv "$timeline_csv" || failed+=("$name --timeline (exit $?)")

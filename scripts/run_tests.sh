@@ -5,7 +5,8 @@
 #
 #   bash scripts/run_tests.sh          (from anywhere; .ci/run calls exactly this)
 #
-# Installs Catch2 v3 when it is missing and it can (apt, as root or through sudo).
+# Installs Catch2 v3 and python3 when missing and it can (apt, as root or through sudo);
+# python3 runs plots/tables.py, whose tests check the README tables against the CSVs.
 # Exit code: ctest's (or 1 when a prerequisite is missing).
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
@@ -14,6 +15,7 @@ cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
 pa_ensure_build_tools
 pa_ensure_catch2
+pa_ensure_python3
 pa_configure_and_build -DPA_BUILD_TESTS=ON
 
 jobs=$(pa_jobs)

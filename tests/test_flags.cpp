@@ -22,7 +22,19 @@ std::string joined(const std::vector<std::string>& args) {
     return s;
 }
 
+// A lesson's own flags, as lesson 02 and lesson 07 register theirs.
+const std::vector<pa::LessonFlag> kLessonFlags = {
+    {"--timeline", false, "--timeline   where the time goes", {"--check", "--bench", "--variant"}},
+    {"--tokens", true, "--tokens N   tokens per request", {}},
+};
+
 pa::Flags parse(const std::vector<std::string>& args) {
+    std::vector<const char*> argv{"lesson00_test"};
+    for (const auto& a : args) argv.push_back(a.c_str());
+    return pa::parse_flags(static_cast<int>(argv.size()), argv.data(), kLessonFlags);
+}
+
+pa::Flags parse_without_lesson_flags(const std::vector<std::string>& args) {
     std::vector<const char*> argv{"lesson00_test"};
     for (const auto& a : args) argv.push_back(a.c_str());
     return pa::parse_flags(static_cast<int>(argv.size()), argv.data());
@@ -65,11 +77,12 @@ TEST_CASE("parse_flags refuses bad input with a message naming the problem", "[c
         {{"--B", "3", "--H", "4", "--Hkv", "2", "--ctx", "5,6"}, "--ctx gives 2 lengths but --B is 3"},
         {{"--dtype", "fp32"}, "--dtype must be fp16 or bf16, got 'fp32'"},
         {{"--dtype", "FP16"}, "--dtype must be fp16 or bf16"},
-        {{"--shape", "llama7b-B1-ctx1024"}, "unknown shape 'llama7b-B1-ctx1024'"},
         {{"--timeline=1"}, "--timeline takes no value"},
-        {{"--timeline", "--check"}, "--timeline runs one kernel on its own"},
-        {{"--bench", "--timeline"}, "--timeline runs one kernel on its own"},
-        {{"--timeline", "--variant", "auto"}, "--timeline runs one kernel on its own"},
+        {{"--timeline", "--check"}, "--timeline cannot be combined with --check"},
+        {{"--bench", "--timeline"}, "--timeline cannot be combined with --bench"},
+        {{"--timeline", "--variant", "auto"}, "--timeline cannot be combined with --variant"},
+        {{"--tokens"}, "--tokens needs a value"},
+        {{"--tokens="}, "--tokens needs a value"},
     }));
     CAPTURE(joined(c.args));
     CHECK_THROWS_MATCHES(parse(c.args), pa::FlagError, MessageMatches(ContainsSubstring(c.message)));
@@ -161,8 +174,19 @@ TEST_CASE("the other flags parse in both --flag value and --flag=value forms", "
     CHECK(parse({"--bench"}).bench_only);
     CHECK(parse({"--help"}).help);
     CHECK(parse({"-h"}).help);
-    CHECK(parse({"--timeline", "--shape", "llama7b-B8-ctx2k", "--csv", "t.csv"}).timeline);
-    CHECK_FALSE(parse({}).timeline);
+    CHECK(parse({"--timeline", "--shape", "llama7b-B8-ctx2k", "--csv", "t.csv"}).has("--timeline"));
+    CHECK_FALSE(parse({}).has("--timeline"));
+    CHECK(parse({"--tokens", "4096"}).lesson_int("--tokens", 1, 1 << 20, 7) == 4096);
+    CHECK(parse({"--tokens=12"}).lesson_int("--tokens", 1, 1 << 20, 7) == 12);
+    CHECK(parse({}).lesson_int("--tokens", 1, 1 << 20, 7) == 7);
+    CHECK_THROWS_MATCHES(parse({"--tokens", "0"}).lesson_int("--tokens", 1, 100, 7), pa::FlagError,
+                         MessageMatches(ContainsSubstring("--tokens must be in [1, 100]")));
+    // another lesson's flag is unknown to a program that did not register it
+    CHECK_THROWS_MATCHES(parse_without_lesson_flags({"--timeline"}), pa::FlagError,
+                         MessageMatches(ContainsSubstring("unknown flag '--timeline'")));
+    // shape names are checked where the shapes are selected (a lesson may have its own)
+    CHECK_THROWS_MATCHES(select({"--shape", "llama7b-B1-ctx1024"}), pa::FlagError,
+                         MessageMatches(ContainsSubstring("unknown shape 'llama7b-B1-ctx1024'")));
     CHECK(parse({"--shape", "llama7b-B1-ctx1k", "--check", "--iters", "3"}).shapes ==
           std::vector<std::string>{"llama7b-B1-ctx1k"});
 }

@@ -1,5 +1,6 @@
-// Lesson 02 (thread groups, both CTA mappings, the ablation steps, the automatic choice) on
-// the GPU, against the double-precision reference. Every test here is labelled `gpu`.
+// Lesson 02's ladder (thread groups, wide loads, the grouped CTA with its ring in both
+// mappings, tensor cores, copy warps; the automatic choice) on the GPU, against the
+// double-precision reference. Every test here is labelled `gpu`.
 #include <catch2/catch_test_macros.hpp>
 
 #include <algorithm>
@@ -10,23 +11,12 @@
 #include "cuda_check.cuh"
 #include "device_buffer.cuh"
 #include "gpu_cases.h"
-#include "thread_group_decode.h"
+#include "lesson02.h"
 #include "timeline.h"
 
 namespace {
 
 constexpr uint64_t kSeed = 20250202;  // printed in the test names: rerun a failure with it
-
-bool is_ablation(const pa::DecodeVariant& v) {
-    return v.name == "grouped_tgs8_scalar_k" || v.name == "grouped_tgs8_q_smem";
-}
-
-// The ablation steps exist for D 128 only; nothing else may refuse a random case.
-pa::testing::RandomCheckOptions ablation_may_refuse_other_d() {
-    pa::testing::RandomCheckOptions o;
-    o.may_refuse = [](const pa::DecodeVariant& v, const pa::DecodeShape& s) { return is_ablation(v) && s.D != 128; };
-    return o;
-}
 
 std::vector<pa::DecodeVariant> variants_named(const std::vector<std::string>& names) {
     std::vector<pa::DecodeVariant> out;
@@ -39,7 +29,17 @@ std::vector<pa::DecodeVariant> variants_named(const std::vector<std::string>& na
 
 }  // namespace
 
-TEST_CASE("lesson02 per_head, every TGS, matches the reference on 60 random cases (seed 20250202)", "[gpu][lesson02]") {
+TEST_CASE("lesson02 steps 1 and 2, every TGS, match the reference on 60 random cases (seed 20250202)", "[gpu][lesson02]") {
+    const auto r = pa::testing::check_variants_on_random_cases(
+        variants_named({"thread_groups_tgs4", "thread_groups_tgs8", "thread_groups_tgs16", "wide_loads_tgs4",
+                        "wide_loads_tgs8", "wide_loads_tgs16"}),
+        kSeed, 60);
+    CHECK(r.checked >= 360);
+    CHECK(r.passed == r.checked);
+    CHECK(r.refused == 0);
+}
+
+TEST_CASE("lesson02 step 3 per_head, every TGS, matches the reference on 60 random cases (seed 20250202)", "[gpu][lesson02]") {
     const auto r = pa::testing::check_variants_on_random_cases(
         variants_named({"per_head_tgs4", "per_head_tgs8", "per_head_tgs16"}), kSeed, 60);
     CHECK(r.checked >= 180);
@@ -47,7 +47,7 @@ TEST_CASE("lesson02 per_head, every TGS, matches the reference on 60 random case
     CHECK(r.refused == 0);
 }
 
-TEST_CASE("lesson02 grouped, every TGS, matches the reference on 60 random cases (seed 20250202)", "[gpu][lesson02]") {
+TEST_CASE("lesson02 step 3 grouped, every TGS, matches the reference on 60 random cases (seed 20250202)", "[gpu][lesson02]") {
     const auto r = pa::testing::check_variants_on_random_cases(
         variants_named({"grouped_tgs4", "grouped_tgs8", "grouped_tgs16"}), kSeed, 60);
     CHECK(r.checked >= 180);
@@ -55,30 +55,24 @@ TEST_CASE("lesson02 grouped, every TGS, matches the reference on 60 random cases
     CHECK(r.refused == 0);
 }
 
-TEST_CASE("lesson02 ablation steps and auto match the reference on 60 random cases (seed 20250203)", "[gpu][lesson02]") {
-    const auto r = pa::testing::check_variants_on_random_cases(
-        variants_named({"grouped_tgs8_scalar_k", "grouped_tgs8_q_smem", "auto"}), kSeed + 1, 60, {},
-        ablation_may_refuse_other_d());
-    CHECK(r.passed == r.checked);
-    CHECK(r.checked >= 60 + 20);  // auto on every case, the ablation on the D 128 ones
-}
-
-TEST_CASE("lesson02 grouped_mma (tensor cores) matches the reference on 60 random cases (seed 20250205)", "[gpu][lesson02]") {
-    const auto r = pa::testing::check_variants_on_random_cases(variants_named({"grouped_mma"}), kSeed + 3, 60);
-    CHECK(r.checked >= 60);
+TEST_CASE("lesson02 steps 4 and 5 (tensor cores) and auto match the reference on 60 random cases (seed 20250205)",
+          "[gpu][lesson02]") {
+    const auto r = pa::testing::check_variants_on_random_cases(variants_named({"grouped_mma", "grouped_mma_ws", "auto"}),
+                                                               kSeed + 3, 60);
+    CHECK(r.checked >= 180);
     CHECK(r.passed == r.checked);
     CHECK(r.refused == 0);
 }
 
-// A grid larger than the GPU with one 8-head column block takes the two-CTAs-per-SM
+// A grid larger than the GPU with one 8-head column block takes step 5's two-CTAs-per-SM
 // layout (a 3-slot ring): check it for every D and both dtypes, groups 1, 2 and 8, with
 // contexts that end inside a tile, and that two CTAs really fit on an SM.
-TEST_CASE("lesson02 grouped_mma with two CTAs per SM (grids larger than the GPU)", "[gpu][lesson02]") {
+TEST_CASE("lesson02 grouped_mma_ws with two CTAs per SM (grids larger than the GPU)", "[gpu][lesson02]") {
     const pa::DeviceInfo info = pa::testing::gpu_for_test();
-    CHECK(lesson02::grouped_mma_ctas_per_sm(8, info.sms + 1, info.sms) == 2);
-    CHECK(lesson02::grouped_mma_ctas_per_sm(8, info.sms, info.sms) == 1);
-    CHECK(lesson02::grouped_mma_ctas_per_sm(16, 4 * info.sms, info.sms) == 1);
-    const pa::DecodeVariant mma = variants_named({"grouped_mma"})[0];
+    const pa::DecodeVariant mma = variants_named({"grouped_mma_ws"})[0];
+    // a grid that fits the GPU, and 16 heads a CTA: one CTA per SM
+    CHECK(lesson02::step5::geometry(pa::make_shape("fits", 8, 1, std::vector<int>(info.sms, 100)), info).ctas_per_sm == 1);
+    CHECK(lesson02::step5::geometry(pa::make_shape("g16", 16, 1, std::vector<int>(info.sms + 1, 100)), info).ctas_per_sm == 1);
     const int dims[] = {64, 128, 256};
     const int groups[] = {1, 2, 8};
     int runs = 0;
@@ -91,8 +85,7 @@ TEST_CASE("lesson02 grouped_mma with two CTAs per SM (grids larger than the GPU)
                 const pa::DecodeShape s =
                     pa::make_shape("two-per-sm-D" + std::to_string(D) + "-g" + std::to_string(group), Hkv * group, Hkv, ctx, D, 16, t);
                 INFO(s.name << " " << pa::dtype_name(t));
-                const lesson02::Config c = lesson02::grouped_mma_config();
-                CHECK(lesson02::geometry(c, s, info).ctas_per_sm == 2);
+                CHECK(lesson02::step5::geometry(s, info).ctas_per_sm == 2);
                 const pa::DecodeProblem p = pa::make_decode_problem(s, kSeed + 4);
                 pa::DeviceDecodeProblem dev(p);
                 const pa::CheckResult r = pa::check_once(mma, dev, p, pa::reference::softmax_decode(p));
@@ -106,7 +99,7 @@ TEST_CASE("lesson02 grouped_mma with two CTAs per SM (grids larger than the GPU)
 // The timeline build (lesson02 --timeline) is the same kernel plus clock reads: it must
 // write the same output bit for bit, and a record that summarize_timeline accepts (every
 // CTA's tiles in order, between its start and its end), for one and two CTAs per SM.
-TEST_CASE("lesson02 grouped_mma's timeline build: the same output and an ordered record", "[gpu][lesson02]") {
+TEST_CASE("lesson02 grouped_mma_ws's timeline build: the same output and an ordered record", "[gpu][lesson02]") {
     const pa::DeviceInfo info = pa::testing::gpu_for_test();
     std::vector<int> mixed;
     for (int b = 0; b < info.sms / 4 + 1; ++b) mixed.push_back(1 + (b * 53) % 700);
@@ -115,30 +108,30 @@ TEST_CASE("lesson02 grouped_mma's timeline build: the same output and an ordered
         pa::make_shape("timeline-g32", 32, 1, {300, 77}, 128, 32, pa::DType::bf16),
         pa::make_shape("timeline-two-per-sm", 4, 4, mixed, 128, 16, pa::DType::bf16),  // B * Hkv > SMs
     };
-    const pa::DecodeVariant mma = variants_named({"grouped_mma"})[0];
+    const pa::DecodeVariant mma = variants_named({"grouped_mma_ws"})[0];
     for (const auto& s : shapes) {
         INFO(s.name);
-        REQUIRE(lesson02::grouped_mma_timeline_why_not(s).empty());
+        REQUIRE(lesson02::step5::timeline_why_not(s, info).empty());
         const pa::DecodeProblem p = pa::make_decode_problem(s, kSeed + 6);
         pa::DeviceDecodeProblem dev(p);
         const pa::CheckResult r = pa::check_once(mma, dev, p, pa::reference::softmax_decode(p));
         REQUIRE(r.pass);
         const std::vector<uint16_t> plain = dev.download_output();
 
-        const int tile = lesson02::grouped_mma_tile_tokens(s.D);
-        const int stride = lesson02::timeline_stride(s.max_ctx(), tile);
+        const int tile = lesson02::step5::tile_tokens(s.D);
+        const int stride = pa::timeline_stride(s.max_ctx(), tile);
         pa::DeviceBuffer<uint64_t> record(static_cast<size_t>(s.B) * s.Hkv * stride);
         dev.poison_output();
-        lesson02::launch_grouped_mma_timeline(dev.args(), record.get(), stride, nullptr);
+        lesson02::step5::launch_timeline(dev.args(), record.get(), stride, nullptr);
         CUDA_CHECK(cudaDeviceSynchronize());
         CHECK(dev.download_output() == plain);
-        const lesson02::TimelineSummary t = lesson02::summarize_timeline(record.download(), stride, s.Hkv, s.ctx, tile, s.D * 2);
+        const pa::TimelineSummary t = pa::summarize_timeline(record.download(), stride, s.Hkv, s.ctx, tile, s.D * 2);
         CHECK(t.ctas == s.B * s.Hkv);
         CHECK(t.bytes == static_cast<double>(s.kv_bytes()));
         CHECK(t.landed_all <= t.end_last);
         CHECK(t.sms_used >= std::min(t.ctas, info.sms) / 2);
     }
-    CHECK(lesson02::grouped_mma_timeline_why_not(pa::make_shape("timeline-d64", 8, 1, {10}, 64, 16, pa::DType::fp16)) != "");
+    CHECK(lesson02::step5::timeline_why_not(pa::make_shape("timeline-d64", 8, 1, {10}, 64, 16, pa::DType::fp16), info) != "");
 }
 
 // The group-mask trap: contexts that are not a multiple of the tokens a CTA step takes,
@@ -155,23 +148,21 @@ TEST_CASE("lesson02 every variant passes the uneven-step and chunk-crossing shap
         for (const auto& v : lesson02::all_variants()) {
             INFO(v.name << " on " << s.name);
             const std::string why = v.why_not(s, info);
-            if (!why.empty()) {
-                CHECK(is_ablation(v));  // only the D-128-only ablation may refuse
-                continue;
-            }
+            INFO(why);
+            CHECK(why.empty());  // every step runs every check shape on an sm_80+ GPU with 163+ KiB a CTA
+            if (!why.empty()) continue;
             const pa::CheckResult r = pa::check_once(v, dev, p, ref);
             INFO(r.message);
             CHECK(r.pass);
             ++runs;
         }
     }
-    CHECK(runs >= static_cast<int>(shapes.size()) * 7);
+    CHECK(runs == static_cast<int>(shapes.size() * lesson02::all_variants().size()));
 }
 
-TEST_CASE("lesson02 every context length 1..70 for every TGS (both mappings) and grouped_mma", "[gpu][lesson02]") {
+TEST_CASE("lesson02 every context length 1..70 for every step and TGS", "[gpu][lesson02]") {
     pa::testing::gpu_for_test();  // fails, never skips, without a GPU
-    const auto variants = variants_named({"per_head_tgs4", "per_head_tgs8", "per_head_tgs16", "grouped_tgs4",
-                                          "grouped_tgs8", "grouped_tgs16", "grouped_mma"});
+    const auto variants = lesson02::all_variants();
     std::vector<int> ctx;
     for (int c = 1; c <= 70; ++c) ctx.push_back(c);
     const pa::DecodeShape s = pa::make_shape("ctx-1-to-70", 8, 2, ctx, 128, 16, pa::DType::bf16);
@@ -187,32 +178,43 @@ TEST_CASE("lesson02 every context length 1..70 for every TGS (both mappings) and
 }
 
 TEST_CASE("lesson02 grouped refuses a group above 32 by name; per_head runs it", "[gpu][lesson02]") {
-    pa::testing::gpu_for_test();  // fails, never skips, without a GPU
+    const pa::DeviceInfo info = pa::testing::gpu_for_test();  // fails, never skips, without a GPU
     pa::DecodeShape s = pa::make_decode_shape("g64", 2, 64, 1, 100, pa::DType::fp16);
-    const std::string why = lesson02::why_not({lesson02::Mapping::grouped, 8, true, true}, s);
-    CHECK(why.find("group 64") != std::string::npos);
+    const lesson02::Config grouped{lesson02::Step::grouped, lesson02::Mapping::grouped, 8};
+    CHECK(lesson02::why_not(grouped, s, info).find("group 64") != std::string::npos);
+    CHECK(lesson02::why_not({lesson02::Step::grouped_mma}, s, info).find("group 64") != std::string::npos);
+    CHECK(lesson02::why_not({lesson02::Step::grouped_mma_ws}, s, info).find("group 64") != std::string::npos);
     const pa::DecodeProblem p = pa::make_decode_problem(s, kSeed);
     pa::DeviceDecodeProblem dev(p);
-    const pa::CheckResult res =
-        pa::check_once(lesson02::variant({lesson02::Mapping::per_head, 8, true, true}), dev, p, pa::reference::softmax_decode(p));
+    const pa::CheckResult res = pa::check_once(lesson02::variant({lesson02::Step::grouped, lesson02::Mapping::per_head, 8}),
+                                               dev, p, pa::reference::softmax_decode(p));
     INFO(res.message);
     CHECK(res.pass);
-    CHECK(lesson02::auto_config(s).mapping == lesson02::Mapping::per_head);
+    CHECK(lesson02::config_name(lesson02::auto_config(s, info)) == "per_head_tgs4");
 }
 
 TEST_CASE("lesson02 auto follows its stated rule", "[gpu][lesson02]") {
-    auto picks = [](int B, int H, int Hkv) { return lesson02::config_name(lesson02::auto_config(B, H, Hkv)); };
-    // grouped_mma by default, MHA included
-    CHECK(picks(16, 64, 8) == "grouped_mma");    // llama70b-B16
-    CHECK(picks(1, 64, 8) == "grouped_mma");     // 8 grouped CTAs
-    CHECK(picks(16, 32, 1) == "grouped_mma");    // MQA, 16 grouped CTAs
-    CHECK(picks(1, 8, 4) == "grouped_mma");      // 4 grouped CTAs: the smallest grid it takes
-    CHECK(picks(4, 32, 32) == "grouped_mma");    // MHA, 128 CTAs
-    CHECK(picks(128, 32, 32) == "grouped_mma");  // MHA, 4096 CTAs
+    const pa::DeviceInfo info = pa::testing::gpu_for_test();
+    auto picks = [&](int B, int H, int Hkv, const pa::DeviceInfo& gpu) {
+        const pa::DecodeShape s = pa::make_shape("rule", H, Hkv, std::vector<int>(B, 1000));
+        return lesson02::config_name(lesson02::auto_config(s, gpu));
+    };
+    // grouped_mma_ws by default, MHA included (on a GPU where its ring fits: 163+ KiB a CTA)
+    REQUIRE(info.smem_per_block_optin >= 163 * 1024);
+    CHECK(picks(16, 64, 8, info) == "grouped_mma_ws");    // llama70b-B16
+    CHECK(picks(1, 64, 8, info) == "grouped_mma_ws");     // 8 grouped CTAs
+    CHECK(picks(16, 32, 1, info) == "grouped_mma_ws");    // MQA, 16 grouped CTAs
+    CHECK(picks(1, 8, 4, info) == "grouped_mma_ws");      // 4 grouped CTAs: the smallest grid it takes
+    CHECK(picks(4, 32, 32, info) == "grouped_mma_ws");    // MHA, 128 CTAs
+    CHECK(picks(128, 32, 32, info) == "grouped_mma_ws");  // MHA, 4096 CTAs
     // fewer than 4 grouped CTAs: per_head, TGS 4
-    CHECK(picks(1, 32, 1) == "per_head_tgs4");
-    CHECK(picks(3, 32, 1) == "per_head_tgs4");
-    CHECK(picks(1, 2, 2) == "per_head_tgs4");    // MHA with 2 heads: 2 CTAs either way
+    CHECK(picks(1, 32, 1, info) == "per_head_tgs4");
+    CHECK(picks(3, 32, 1, info) == "per_head_tgs4");
+    CHECK(picks(1, 2, 2, info) == "per_head_tgs4");  // MHA with 2 heads: 2 CTAs either way
     // a group above 32 has no grouped kernel
-    CHECK(picks(64, 64, 1) == "per_head_tgs4");
+    CHECK(picks(64, 64, 1, info) == "per_head_tgs4");
+    // a GPU that gives a CTA 99 KiB (sm_86, sm_89): step 5's ring does not fit, step 4's does
+    pa::DeviceInfo small = info;
+    small.smem_per_block_optin = 99 * 1024;
+    CHECK(picks(16, 64, 8, small) == "grouped_mma");
 }

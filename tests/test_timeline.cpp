@@ -1,4 +1,4 @@
-// Lesson 02's timeline summary (lessons/02_thread_groups/timeline.h) on records made by
+// The timeline summary (common/timeline.h) on records made by
 // hand, where every number it reports can be worked out on paper.
 #include <catch2/catch_approx.hpp>
 #include <catch2/catch_test_macros.hpp>
@@ -17,19 +17,19 @@ namespace {
 void put(std::vector<uint64_t>& raw, int stride, int cta, uint64_t start, uint64_t sm, uint64_t first_copy, uint64_t end,
          const std::vector<uint64_t>& tiles) {
     uint64_t* r = raw.data() + static_cast<size_t>(cta) * stride;
-    r[lesson02::kTlStart] = start;
-    r[lesson02::kTlSm] = sm;
-    r[lesson02::kTlFirstCopy] = first_copy;
-    r[lesson02::kTlEnd] = end;
-    for (size_t k = 0; k < tiles.size(); ++k) r[lesson02::kTlTiles + k] = tiles[k];
+    r[pa::kTlStart] = start;
+    r[pa::kTlSm] = sm;
+    r[pa::kTlFirstCopy] = first_copy;
+    r[pa::kTlEnd] = end;
+    for (size_t k = 0; k < tiles.size(); ++k) r[pa::kTlTiles + k] = tiles[k];
 }
 
 }  // namespace
 
 TEST_CASE("summarize_timeline: two CTAs of 10 equal tiles", "[cpu][timeline]") {
     // B 2, Hkv 1, ctx 5 tokens with 1-token tiles -> 10 stream tiles of 1000 bytes per CTA.
-    const int tile = 1, row_bytes = 1000, stride = lesson02::timeline_stride(5, tile);
-    REQUIRE(stride == lesson02::kTlTiles + 10);
+    const int tile = 1, row_bytes = 1000, stride = pa::timeline_stride(5, tile);
+    REQUIRE(stride == pa::kTlTiles + 10);
     std::vector<uint64_t> raw(2 * stride, 0);
     std::vector<uint64_t> a, b;
     for (int k = 0; k < 10; ++k) {
@@ -38,7 +38,7 @@ TEST_CASE("summarize_timeline: two CTAs of 10 equal tiles", "[cpu][timeline]") {
     }
     put(raw, stride, 0, 1000000, 3, 1000500, 1011000, a);
     put(raw, stride, 1, 1000000, 7, 1000500, 1021000, b);
-    const lesson02::TimelineSummary s = lesson02::summarize_timeline(raw, stride, 1, {5, 5}, tile, row_bytes);
+    const pa::TimelineSummary s = pa::summarize_timeline(raw, stride, 1, {5, 5}, tile, row_bytes);
     CHECK(s.ctas == 2);
     CHECK(s.sms_used == 2);
     CHECK(s.bytes == Approx(20000));
@@ -61,35 +61,35 @@ TEST_CASE("summarize_timeline: two CTAs of 10 equal tiles", "[cpu][timeline]") {
 
 TEST_CASE("summarize_timeline counts only the real tokens of a last, partial tile", "[cpu][timeline]") {
     // ctx 3 with 2-token tiles: K and V of tokens 0-1, then K and V of token 2 alone.
-    const int tile = 2, row_bytes = 100, stride = lesson02::timeline_stride(3, tile);
+    const int tile = 2, row_bytes = 100, stride = pa::timeline_stride(3, tile);
     std::vector<uint64_t> raw(stride, 0);
     put(raw, stride, 0, 0, 0, 10, 5000, {1000, 2000, 3000, 4000});
-    const lesson02::TimelineSummary s = lesson02::summarize_timeline(raw, stride, 1, {3}, tile, row_bytes);
+    const pa::TimelineSummary s = pa::summarize_timeline(raw, stride, 1, {3}, tile, row_bytes);
     CHECK(s.bytes == Approx(2 * 200 + 2 * 100));
 }
 
 TEST_CASE("summarize_timeline refuses records that are out of order or do not fit", "[cpu][timeline]") {
-    const int tile = 1, stride = lesson02::timeline_stride(2, tile);
+    const int tile = 1, stride = pa::timeline_stride(2, tile);
     std::vector<uint64_t> raw(stride, 0);
     put(raw, stride, 0, 100, 0, 150, 1000, {300, 200, 400, 500});  // tile 1 before tile 0
-    CHECK_THROWS_AS(lesson02::summarize_timeline(raw, stride, 1, {2}, tile, 10), std::invalid_argument);
+    CHECK_THROWS_AS(pa::summarize_timeline(raw, stride, 1, {2}, tile, 10), std::invalid_argument);
     put(raw, stride, 0, 100, 0, 150, 450, {200, 300, 400, 500});  // a tile after the end
-    CHECK_THROWS_AS(lesson02::summarize_timeline(raw, stride, 1, {2}, tile, 10), std::invalid_argument);
+    CHECK_THROWS_AS(pa::summarize_timeline(raw, stride, 1, {2}, tile, 10), std::invalid_argument);
     put(raw, stride, 0, 100, 0, 150, 1000, {200, 300, 400, 500});
-    CHECK_NOTHROW(lesson02::summarize_timeline(raw, stride, 1, {2}, tile, 10));
-    CHECK_THROWS_AS(lesson02::summarize_timeline(raw, stride, 1, {3}, tile, 10), std::invalid_argument);  // 6 tiles
-    CHECK_THROWS_AS(lesson02::summarize_timeline(raw, stride, 2, {2}, tile, 10), std::invalid_argument);  // 2 CTAs
+    CHECK_NOTHROW(pa::summarize_timeline(raw, stride, 1, {2}, tile, 10));
+    CHECK_THROWS_AS(pa::summarize_timeline(raw, stride, 1, {3}, tile, 10), std::invalid_argument);  // 6 tiles
+    CHECK_THROWS_AS(pa::summarize_timeline(raw, stride, 2, {2}, tile, 10), std::invalid_argument);  // 2 CTAs
 }
 
 TEST_CASE("summarize_timeline reports no steady state for a launch that is mostly start-up", "[cpu][timeline]") {
     // One CTA, 10 tiles: nothing for 10 us, then every tile within 1 us. The 10 %..90 %
     // window (0.8 us) is far under half of the 11 us run.
-    const int tile = 1, stride = lesson02::timeline_stride(5, tile);
+    const int tile = 1, stride = pa::timeline_stride(5, tile);
     std::vector<uint64_t> raw(stride, 0);
     std::vector<uint64_t> tiles;
     for (int k = 0; k < 10; ++k) tiles.push_back(10000 + 100 * k);
     put(raw, stride, 0, 0, 0, 500, 11000, tiles);
-    const lesson02::TimelineSummary s = lesson02::summarize_timeline(raw, stride, 1, {5}, tile, 1000);
+    const pa::TimelineSummary s = pa::summarize_timeline(raw, stride, 1, {5}, tile, 1000);
     CHECK(s.landed_10 == Approx(10.0));
     CHECK(s.landed_all == Approx(10.9));
     CHECK(s.steady_gbps == 0);

@@ -5,6 +5,7 @@
 #include <cuda_fp16.h>
 
 #include "cuda_check.cuh"
+#include "dispatch.cuh"
 #include "launch_utils.cuh"
 #include "naive_decode.cuh"
 #include "table.h"
@@ -17,13 +18,30 @@ size_t smem_bytes(int D, int max_ctx) { return sizeof(float) * (static_cast<size
 
 namespace {
 
-const void* kernel_address(pa::DType t, int D);
+// Every instantiation, listed once: dtype x D {64, 128, 256}. Calls f(kernel) and returns
+// true, or returns false for a D that was not built.
+template <class F>
+bool with_kernel(pa::DType t, int D, F&& f) {
+    return pa::dispatch_dtype(t, [&](auto tag) {
+        using T = typename decltype(tag)::type;
+        return pa::dispatch_int<64, 128, 256>(D, [&](auto d) {
+            f(naive_paged_decode_kernel<T, d.value>);
+            return true;
+        });
+    });
+}
+
+[[noreturn]] void not_built(pa::DType t, int D) {
+    throw pa::CudaError(pa::strf("lesson01: no kernel built for %s with head size %d", pa::dtype_name(t), D));
+}
 
 }  // namespace
 
 std::string why_not(const pa::DecodeShape& s, const pa::DeviceInfo& info) {
     const size_t need = smem_bytes(s.D, s.max_ctx());
-    const int limit = pa::max_dynamic_smem(kernel_address(s.dtype, s.D));
+    int limit = 0;
+    if (!with_kernel(s.dtype, s.D, [&](auto kernel) { limit = pa::max_dynamic_smem(reinterpret_cast<const void*>(kernel)); }))
+        return pa::strf("no kernel built for head size %d", s.D);
     if (need > static_cast<size_t>(limit))
         return pa::strf("ctx %d needs %zu bytes of shared memory for its logits, more than the %d a CTA can have on %s; "
                         "lesson 03 (split-k) handles long contexts",
@@ -31,47 +49,18 @@ std::string why_not(const pa::DecodeShape& s, const pa::DeviceInfo& info) {
     return "";
 }
 
-namespace {
-
-template <class scalar_t, int D>
-void launch_typed(const pa::PagedDecodeArgs& a, cudaStream_t stream) {
-    auto kernel = naive_paged_decode_kernel<scalar_t, D>;
-    const size_t smem = smem_bytes(D, a.max_ctx);
-    pa::opt_in_max_dynamic_smem(reinterpret_cast<const void*>(kernel));
-    const dim3 grid(a.H, a.B);
-    kernel<<<grid, kThreads, smem, stream>>>(static_cast<scalar_t*>(a.out), static_cast<const scalar_t*>(a.q),
-                                             static_cast<const scalar_t*>(a.k_cache), static_cast<const scalar_t*>(a.v_cache),
-                                             a.block_table, a.context_lens, a.Hkv, a.H / a.Hkv, a.block_size,
-                                             a.max_blocks_per_seq, a.scale);
-    CUDA_CHECK_LAUNCH();
-}
-
-template <class scalar_t>
-void launch_dtype(const pa::PagedDecodeArgs& a, cudaStream_t stream) {
-    switch (a.D) {
-        case 64: return launch_typed<scalar_t, 64>(a, stream);
-        case 128: return launch_typed<scalar_t, 128>(a, stream);
-        case 256: return launch_typed<scalar_t, 256>(a, stream);
-        default: throw pa::CudaError("lesson01: unsupported head size " + std::to_string(a.D));
-    }
-}
-
-const void* kernel_address(pa::DType t, int D) {
-    if (t == pa::DType::fp16) {
-        if (D == 64) return reinterpret_cast<const void*>(naive_paged_decode_kernel<__half, 64>);
-        if (D == 128) return reinterpret_cast<const void*>(naive_paged_decode_kernel<__half, 128>);
-        return reinterpret_cast<const void*>(naive_paged_decode_kernel<__half, 256>);
-    }
-    if (D == 64) return reinterpret_cast<const void*>(naive_paged_decode_kernel<__nv_bfloat16, 64>);
-    if (D == 128) return reinterpret_cast<const void*>(naive_paged_decode_kernel<__nv_bfloat16, 128>);
-    return reinterpret_cast<const void*>(naive_paged_decode_kernel<__nv_bfloat16, 256>);
-}
-
-}  // namespace
-
 void launch(const pa::PagedDecodeArgs& a, cudaStream_t stream) {
-    if (a.dtype == pa::DType::fp16) launch_dtype<__half>(a, stream);
-    else launch_dtype<__nv_bfloat16>(a, stream);
+    const bool built = with_kernel(a.dtype, a.D, [&](auto kernel) {
+        using T = typename pa::KernelScalar<decltype(kernel)>::type;
+        pa::opt_in_max_dynamic_smem(reinterpret_cast<const void*>(kernel));
+        const dim3 grid(a.H, a.B);
+        kernel<<<grid, kThreads, smem_bytes(a.D, a.max_ctx), stream>>>(
+            static_cast<T*>(a.out), static_cast<const T*>(a.q), static_cast<const T*>(a.k_cache),
+            static_cast<const T*>(a.v_cache), a.block_table, a.context_lens, a.Hkv, a.H / a.Hkv, a.block_size,
+            a.max_blocks_per_seq, a.scale);
+        CUDA_CHECK_LAUNCH();
+    });
+    if (!built) not_built(a.dtype, a.D);
 }
 
 pa::LaunchGeometry geometry(const pa::DecodeShape& s, const pa::DeviceInfo&) {
@@ -79,14 +68,22 @@ pa::LaunchGeometry geometry(const pa::DecodeShape& s, const pa::DeviceInfo&) {
     g.ctas = static_cast<long long>(s.H) * s.B;
     g.threads = kThreads;
     g.smem_bytes = static_cast<int>(smem_bytes(s.D, s.max_ctx()));
-    const void* k = kernel_address(s.dtype, s.D);
-    pa::opt_in_max_dynamic_smem(k);
-    CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&g.ctas_per_sm, k, g.threads, g.smem_bytes));
+    const bool built = with_kernel(s.dtype, s.D, [&](auto kernel) {
+        const void* k = reinterpret_cast<const void*>(kernel);
+        pa::opt_in_max_dynamic_smem(k);
+        CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&g.ctas_per_sm, k, g.threads, g.smem_bytes));
+    });
+    if (!built) not_built(s.dtype, s.D);
     return g;
 }
 
 pa::DecodeVariant variant() {
-    return {"naive", why_not, launch, geometry};
+    pa::DecodeVariant v;
+    v.name = "naive";
+    v.why_not = why_not;
+    v.launch = launch;
+    v.geometry = geometry;
+    return v;
 }
 
 }  // namespace lesson01

@@ -1,20 +1,23 @@
-// Lesson 02: thread groups, wide loads, q in registers, and the GQA-grouped CTA.
+// Lesson 02, step 3: the GQA-grouped CTA, with K/V staged through a cp.async ring and a
+// chunked online softmax.
 //
-// What changed since lesson 01, and why:
-//  * THREAD_GROUP_SIZE (TGS) lanes share one token's q.k. Each lane holds D/TGS elements
-//    of q in registers and reads its slice of the K row 16 bytes at a time (lesson 01:
-//    one thread, one whole row, 2-byte loads, neighbouring lanes 256 bytes apart). The
-//    group adds its partial sums with __shfl_xor_sync under a mask of *its own lanes*.
-//  * V is read 16 bytes at a time too: a thread owns 8 output dims of a few heads.
-//  * K and V reach shared memory through a ring of cp.async tiles (32 KiB each). A
-//    16-byte register load holds its register until the data arrives, so registers cap
-//    the bytes a CTA has in flight far below what DRAM latency needs when only one or two
-//    CTAs share an SM; cp.async holds none, and the ring keeps two tiles on their way.
-//  * One CTA can serve several query heads (GROUP_MAX > 1: the GQA-grouped CTA, one CTA
-//    per (sequence, KV head)): each K/V element is loaded once for all `group` heads
-//    instead of once per head. Their logits need GROUP_MAX times the shared memory, so the
-//    context is walked in chunks with a running max and sum per head (the softmax is
-//    rescaled when a later chunk raises the max); with one chunk this is lesson 01's softmax.
+// What changed since step 2 (step2_wide_loads.cuh), and why:
+//  * One CTA can serve several query heads (HEADS_PER_CTA > 1: the GQA-grouped CTA, one
+//    CTA per (sequence, KV head)): each K/V element is loaded once for all `group` heads
+//    instead of once per head. The thread-group q.k of step 2 stays; a lane now holds the
+//    q slices of every head of the CTA.
+//  * Their logits need HEADS_PER_CTA times the shared memory, so the context is walked in
+//    chunks with a running max and sum per head (the softmax is rescaled when a later
+//    chunk raises the max); with one chunk this is step 2's softmax.
+//  * K and V reach shared memory through a ring of cp.async tiles (32 KiB each). A 16-byte
+//    register load holds its register until the data arrives, so registers cap the bytes
+//    a CTA has in flight far below what DRAM latency needs when only one or two CTAs share
+//    an SM; cp.async holds none, and the ring keeps two tiles on their way.
+//  * V is read 16 bytes at a time from the staged tile: a thread owns 8 output dims of a
+//    few heads, so each V read serves every head the thread owns.
+//  * 256 threads a CTA: with one or two CTAs per SM, fewer leave the SM idle.
+// The same kernel with HEADS_PER_CTA = 1 is the per-head mapping (grid (H, B)) with the
+// ring: variants per_head_tgs{4,8,16}; the grouped mapping is grouped_tgs{4,8,16}.
 // Run: lesson02_thread_groups [--check | --bench] [--shape NAME] [--variant grouped_tgs8]
 #pragma once
 
@@ -42,24 +45,24 @@ __host__ __device__ constexpr int tile_row_elems(int head_size) { return head_si
 // of a few heads, so each V read serves every head the thread owns; when a CTA has more
 // heads they are split over head groups (more accumulators would spill registers). The
 // remaining threads split the tile's tokens into token lanes.
-template <int HEAD_SIZE, int GROUP_MAX>
+template <int HEAD_SIZE, int HEADS_PER_CTA>
 struct PvLayout {
     static constexpr int kVecsPerRow = HEAD_SIZE / 8;               // 8, 16 or 32
     // Up to 2 heads for groups up to 4, else 4 (32 accumulators), or more when the threads
     // run out (D 256 with 32 heads: 8).
-    static constexpr int kMinHeads = GROUP_MAX * kVecsPerRow / kThreads;
-    static constexpr int kHeadsPerThread = GROUP_MAX <= 4 ? (GROUP_MAX < 2 ? GROUP_MAX : 2) : (kMinHeads > 4 ? kMinHeads : 4);
-    static constexpr int kHeadGroups = GROUP_MAX / kHeadsPerThread;
+    static constexpr int kMinHeads = HEADS_PER_CTA * kVecsPerRow / kThreads;
+    static constexpr int kHeadsPerThread = HEADS_PER_CTA <= 4 ? (HEADS_PER_CTA < 2 ? HEADS_PER_CTA : 2) : (kMinHeads > 4 ? kMinHeads : 4);
+    static constexpr int kHeadGroups = HEADS_PER_CTA / kHeadsPerThread;
     static constexpr int kTokenLanes = kThreads / (kVecsPerRow * kHeadGroups);
     static_assert(kTokenLanes >= 1 && kVecsPerRow * kHeadGroups * kTokenLanes == kThreads, "PV layout must use every thread");
-    static_assert(kHeadsPerThread * kHeadGroups == GROUP_MAX, "GROUP_MAX must be a power of two");
+    static_assert(kHeadsPerThread * kHeadGroups == HEADS_PER_CTA, "HEADS_PER_CTA must be a power of two");
 };
 
 // Dynamic shared memory, in 4-byte words:
 //   tiles   [kStages][kTile][D + 8] K or V elements (2 bytes each)
-//   q       [GROUP_MAX][HEAD_SIZE] floats, pre-scaled
-//   logits  [GROUP_MAX][chunk + 1] floats (the +1 staggers the rows across banks); at the
-//           end the token lanes' PV partials [token_lanes][GROUP_MAX][HEAD_SIZE] reuse it
+//   q       [HEADS_PER_CTA][HEAD_SIZE] floats, pre-scaled
+//   logits  [HEADS_PER_CTA][chunk + 1] floats (the +1 staggers the rows across banks); at the
+//           end the token lanes' PV partials [token_lanes][HEADS_PER_CTA][HEAD_SIZE] reuse it
 //   pages   [chunk / 8] ints: the chunk's physical block ids (chunks start on a page)
 __host__ __device__ constexpr int tile_words(int head_size) {
     return kStages * tile_tokens(head_size) * tile_row_elems(head_size) / 2;
@@ -84,18 +87,14 @@ struct SliceShape {
     static_assert(kPiece == 8 || kPiece == 4, "a lane's slice must be 4 or a multiple of 8 elements");
 };
 
-// Reads a lane's slice of a staged K row into floats: 16-byte (8-byte) reads when WIDE,
-// else one 2-byte read per element (the ablation baseline, as the H200 post's SASS showed).
-template <class scalar_t, int ELEMS, int TGS, bool WIDE>
+// Reads a lane's slice of a staged K row into floats, 16 (8) bytes at a time.
+template <class scalar_t, int ELEMS, int TGS>
 __device__ __forceinline__ void read_slice(const scalar_t* row, int lane_in_group, float (&f)[ELEMS]) {
     using S = SliceShape<ELEMS>;
 #pragma unroll
     for (int i = 0; i < S::kPieces; ++i) {
         const scalar_t* p = row + (lane_in_group + i * TGS) * S::kPiece;
-        if constexpr (!WIDE) {
-#pragma unroll
-            for (int e = 0; e < S::kPiece; ++e) f[i * S::kPiece + e] = pa::to_float(p[e]);
-        } else if constexpr (S::kPiece == 8) {
+        if constexpr (S::kPiece == 8) {
             float v[8];
             pa::load8(p, v);
 #pragma unroll
@@ -146,17 +145,17 @@ __device__ __forceinline__ void issue_tile(scalar_t* tiles, int i, int num_k_til
 }
 
 // The softmax step of one chunk, once all its logits are in shared memory:
-//   logits [GROUP_MAX][stride] floats; row h, tokens 0 .. chunk_len-1, becomes p = exp(logit - m_new)
+//   logits [HEADS_PER_CTA][stride] floats; row h, tokens 0 .. chunk_len-1, becomes p = exp(logit - m_new)
 // Per head: chunk max, new running max m_new, rescale factor alpha = exp(m_old - m_new) for
 // what was accumulated before, running sum l. Fewer heads than warps: several warps share
 // a head's tokens. Every thread of the CTA (WARPS warps) calls it; red_max and red_sum
 // hold WARPS floats; the caller syncs before reading alpha.
-template <int GROUP_MAX, int WARPS = kWarps>
+template <int HEADS_PER_CTA, int WARPS = kWarps>
 __device__ __forceinline__ void chunk_softmax(float* logits, int stride, int chunk_len, int num_heads, float* m_run,
                                               float* l_run, float* alpha, float* red_max, float* red_sum) {
     const int lane = threadIdx.x % 32;
     const int warp = threadIdx.x / 32;
-    constexpr int kWarpsPerHead = GROUP_MAX >= WARPS ? 1 : WARPS / GROUP_MAX;
+    constexpr int kWarpsPerHead = HEADS_PER_CTA >= WARPS ? 1 : WARPS / HEADS_PER_CTA;
     constexpr int kHeadsPerPass = WARPS / kWarpsPerHead;
     const int part = warp % kWarpsPerHead;
     for (int h0 = 0; h0 < num_heads; h0 += kHeadsPerPass) {  // one pass when kWarpsPerHead > 1
@@ -198,14 +197,13 @@ __device__ __forceinline__ void chunk_softmax(float* logits, int stride, int chu
     }
 }
 
-// GROUP_MAX: query heads one CTA serves. 1 = one CTA per query head (grid (H, B));
+// HEADS_PER_CTA: query heads one CTA serves. 1 = one CTA per query head (grid (H, B));
 //   > 1 = one CTA per KV head (grid (Hkv, B)), heads >= group are idle (group 6 runs as 8).
-// WIDE_K: 16-byte reads of the K slice (false: one 2-byte read per element; ablation).
-// Q_REGS: q slice in registers (false: read from shared memory for every token). Only
-//   taken when GROUP_MAX * D / TGS <= 64 floats fit; past that q stays in shared memory.
-template <class scalar_t, int HEAD_SIZE, int TGS, int GROUP_MAX, bool WIDE_K, bool Q_REGS>
-__global__ void __launch_bounds__(kThreads, GROUP_MAX == 1 ? 2 : 1)
-thread_group_decode_kernel(scalar_t* __restrict__ out,             // [B, H, D]
+// The q slices stay in registers when HEADS_PER_CTA * D / TGS <= 64 floats fit; past that
+// (many heads, small groups) they are read from shared memory for every token.
+template <class scalar_t, int HEAD_SIZE, int TGS, int HEADS_PER_CTA>
+__global__ void __launch_bounds__(kThreads, HEADS_PER_CTA == 1 ? 2 : 1)
+grouped_decode_kernel(scalar_t* __restrict__ out,             // [B, H, D]
                            const scalar_t* __restrict__ q,         // [B, H, D]
                            const scalar_t* __restrict__ k_cache,   // [num_blocks, Hkv, block_size, D]
                            const scalar_t* __restrict__ v_cache,   // [num_blocks, Hkv, block_size, D]
@@ -216,33 +214,33 @@ thread_group_decode_kernel(scalar_t* __restrict__ out,             // [B, H, D]
     static_assert(TGS == 4 || TGS == 8 || TGS == 16, "THREAD_GROUP_SIZE is 4, 8 or 16");
     constexpr int ELEMS = HEAD_SIZE / TGS;               // q and K elements per lane
     constexpr int kGroups = kThreads / TGS;              // tokens of a tile taken at once
-    constexpr bool kQInRegs = Q_REGS && GROUP_MAX * ELEMS <= 64;
+    constexpr bool kQInRegs = HEADS_PER_CTA * ELEMS <= 64;
     constexpr int kRow = tile_row_elems(HEAD_SIZE);
     constexpr int kTile = tile_tokens(HEAD_SIZE);
-    using Pv = PvLayout<HEAD_SIZE, GROUP_MAX>;
+    using Pv = PvLayout<HEAD_SIZE, HEADS_PER_CTA>;
 
     const int seq = blockIdx.y;
-    const int kv_head = GROUP_MAX == 1 ? blockIdx.x / group : blockIdx.x;
-    const int first_head = GROUP_MAX == 1 ? blockIdx.x : blockIdx.x * group;
-    const int num_heads = GROUP_MAX == 1 ? 1 : group;   // <= GROUP_MAX
+    const int kv_head = HEADS_PER_CTA == 1 ? blockIdx.x / group : blockIdx.x;
+    const int first_head = HEADS_PER_CTA == 1 ? blockIdx.x : blockIdx.x * group;
+    const int num_heads = HEADS_PER_CTA == 1 ? 1 : group;   // <= HEADS_PER_CTA
     const int ctx = context_lens[seq];
     const int block_shift = __ffs(block_size) - 1;  // block_size is 8, 16 or 32
     const int* seq_pages = block_table + static_cast<size_t>(seq) * max_blocks_per_seq;
 
     extern __shared__ __align__(16) float smem[];
     scalar_t* tiles = reinterpret_cast<scalar_t*>(smem);                  // [kStages][kTile][kRow]
-    float* q_smem = smem + tile_words(HEAD_SIZE);                         // [GROUP_MAX][HEAD_SIZE]
-    float* logits = q_smem + GROUP_MAX * HEAD_SIZE;                       // [GROUP_MAX][chunk + 1]
+    float* q_smem = smem + tile_words(HEAD_SIZE);                         // [HEADS_PER_CTA][HEAD_SIZE]
+    float* logits = q_smem + HEADS_PER_CTA * HEAD_SIZE;                       // [HEADS_PER_CTA][chunk + 1]
     const int stride = logits_stride(chunk);
-    int* chunk_pages = reinterpret_cast<int*>(logits + body_words(HEAD_SIZE, GROUP_MAX, chunk, Pv::kTokenLanes));
-    __shared__ float m_run[GROUP_MAX], l_run[GROUP_MAX], alpha[GROUP_MAX];  // running softmax state per head
+    int* chunk_pages = reinterpret_cast<int*>(logits + body_words(HEAD_SIZE, HEADS_PER_CTA, chunk, Pv::kTokenLanes));
+    __shared__ float m_run[HEADS_PER_CTA], l_run[HEADS_PER_CTA], alpha[HEADS_PER_CTA];  // running softmax state per head
     __shared__ float red_max[kWarps], red_sum[kWarps];
 
-    for (int i = threadIdx.x; i < GROUP_MAX * HEAD_SIZE; i += kThreads) {
+    for (int i = threadIdx.x; i < HEADS_PER_CTA * HEAD_SIZE; i += kThreads) {
         const int h = i / HEAD_SIZE, d = i % HEAD_SIZE;
         q_smem[i] = h < num_heads ? pa::to_float(q[(static_cast<size_t>(seq) * H + first_head + h) * HEAD_SIZE + d]) * scale : 0.f;
     }
-    if (threadIdx.x < GROUP_MAX) {
+    if (threadIdx.x < HEADS_PER_CTA) {
         m_run[threadIdx.x] = -INFINITY;
         l_run[threadIdx.x] = 0.f;
     }
@@ -256,10 +254,10 @@ thread_group_decode_kernel(scalar_t* __restrict__ out,             // [B, H, D]
     // loop at different times, and a shuffle waits for lanes that will never arrive.
     const unsigned group_mask = ((1u << TGS) - 1u) << (lane / TGS * TGS);
 
-    float q_frag[kQInRegs ? GROUP_MAX : 1][kQInRegs ? ELEMS : 1];
+    float q_frag[kQInRegs ? HEADS_PER_CTA : 1][kQInRegs ? ELEMS : 1];
     if constexpr (kQInRegs) {
 #pragma unroll
-        for (int h = 0; h < GROUP_MAX; ++h)
+        for (int h = 0; h < HEADS_PER_CTA; ++h)
 #pragma unroll
             for (int j = 0; j < ELEMS; ++j) q_frag[h][j] = q_smem[h * HEAD_SIZE + slice_dim<ELEMS, TGS>(lane_in_group, j)];
     }
@@ -306,15 +304,15 @@ thread_group_decode_kernel(scalar_t* __restrict__ out,             // [B, H, D]
                 for (int tt = group_idx; tt < n; tt += 2 * kGroups) {  // groups leave at different times
                     const bool second = tt + kGroups < n;               // the same for the group's lanes
                     float kf[2][ELEMS];
-                    read_slice<scalar_t, ELEMS, TGS, WIDE_K>(buf + tt * kRow, lane_in_group, kf[0]);
+                    read_slice<scalar_t, ELEMS, TGS>(buf + tt * kRow, lane_in_group, kf[0]);
                     if (second) {
-                        read_slice<scalar_t, ELEMS, TGS, WIDE_K>(buf + (tt + kGroups) * kRow, lane_in_group, kf[1]);
+                        read_slice<scalar_t, ELEMS, TGS>(buf + (tt + kGroups) * kRow, lane_in_group, kf[1]);
                     } else {
 #pragma unroll
                         for (int j = 0; j < ELEMS; ++j) kf[1][j] = 0.f;
                     }
 #pragma unroll
-                    for (int h = 0; h < GROUP_MAX; ++h) {  // idle heads (h >= num_heads) have q = 0: harmless
+                    for (int h = 0; h < HEADS_PER_CTA; ++h) {  // idle heads (h >= num_heads) have q = 0: harmless
                         float part[2][4] = {};
 #pragma unroll
                         for (int j = 0; j < ELEMS; ++j) {
@@ -341,7 +339,7 @@ thread_group_decode_kernel(scalar_t* __restrict__ out,             // [B, H, D]
 
             if (i == num_k_tiles) {
                 // 2. All logits of the chunk are written (the barrier above): softmax step.
-                chunk_softmax<GROUP_MAX>(logits, stride, chunk_len, num_heads, m_run, l_run, alpha, red_max, red_sum);
+                chunk_softmax<HEADS_PER_CTA>(logits, stride, chunk_len, num_heads, m_run, l_run, alpha, red_max, red_sum);
                 __syncthreads();
 #pragma unroll
                 for (int j = 0; j < Pv::kHeadsPerThread; ++j) {
@@ -373,13 +371,13 @@ thread_group_decode_kernel(scalar_t* __restrict__ out,             // [B, H, D]
 
     // 4. Token lanes add up (through shared memory), divide by the running sum, store 16 bytes.
     if constexpr (Pv::kTokenLanes > 1) {
-        float* partials = logits;  // [token_lanes][GROUP_MAX][HEAD_SIZE], logits are dead now
+        float* partials = logits;  // [token_lanes][HEADS_PER_CTA][HEAD_SIZE], logits are dead now
 #pragma unroll
         for (int j = 0; j < Pv::kHeadsPerThread; ++j) {
             const int h = pv_head_group * Pv::kHeadsPerThread + j;
 #pragma unroll
             for (int e = 0; e < 8; ++e)
-                partials[(pv_token_lane * GROUP_MAX + h) * HEAD_SIZE + pv_vec * 8 + e] = acc[j][e];
+                partials[(pv_token_lane * HEADS_PER_CTA + h) * HEAD_SIZE + pv_vec * 8 + e] = acc[j][e];
         }
         __syncthreads();
         if (pv_token_lane == 0) {
@@ -391,7 +389,7 @@ thread_group_decode_kernel(scalar_t* __restrict__ out,             // [B, H, D]
 #pragma unroll 1
                 for (int lane_t = 1; lane_t < Pv::kTokenLanes; ++lane_t)
 #pragma unroll
-                    for (int e = 0; e < 8; ++e) acc[j][e] += partials[(lane_t * GROUP_MAX + h) * HEAD_SIZE + pv_vec * 8 + e];
+                    for (int e = 0; e < 8; ++e) acc[j][e] += partials[(lane_t * HEADS_PER_CTA + h) * HEAD_SIZE + pv_vec * 8 + e];
             }
         }
     }

@@ -1,6 +1,7 @@
-// Where grouped_mma's time goes: the kernel built with TIMELINE = true writes, per CTA,
-// the GPU clock (%globaltimer, ns) at a few points, and summarize_timeline turns one
-// launch's record into the numbers `lesson02_thread_groups --timeline` prints.
+// Where a streaming kernel's time goes: a kernel built with TIMELINE = true writes, per
+// CTA, the GPU clock (%globaltimer, ns) at a few points (timeline.cuh stamps them), and
+// summarize_timeline turns one launch's record into the numbers a lesson's --timeline
+// prints (lesson 02's warp-specialised kernel; the partition kernel of split-k alike).
 //
 // The record is [ctas][stride] 64-bit words, CTA c = seq * Hkv + kv_head (the grid is
 // (Hkv, B)), stride = kTlTiles + the most stream tiles any CTA has:
@@ -15,7 +16,7 @@
 #include <cstdint>
 #include <vector>
 
-namespace lesson02 {
+namespace pa {
 
 constexpr int kTlStart = 0, kTlSm = 1, kTlFirstCopy = 2, kTlEnd = 3, kTlTiles = 4;
 
@@ -47,4 +48,4 @@ struct TimelineSummary {
 TimelineSummary summarize_timeline(const std::vector<uint64_t>& raw, int stride, int Hkv, const std::vector<int>& ctx,
                                    int tile, int row_bytes);
 
-}  // namespace lesson02
+}  // namespace pa

@@ -1,41 +1,29 @@
-// Lesson 02, last step: the GQA-grouped CTA with its dot products on tensor cores, and
-// warps that only copy.
+// Lesson 02, step 5: the tensor-core grouped CTA of step 4, with warps that only copy.
 //
-// Why tensor cores: a grouped CTA does `group` times the arithmetic of a per-head CTA on
-// the same bytes. For llama70b (group 8) that is 2 * 8 * D multiply-adds per 4 * D bytes of
-// K and V, and at full memory speed each SM would have to keep about half of its fp32 lanes
-// busy on them alone (see the README). Written as matrices, the work on one tile of staged
-// tokens is two small GEMMs:
-//   logits[token][head] = K_tile[token][:] . q[head][:]         (tile x D) times (D x group)
-//   out^T[d][head]     += V_tile^T[d][token] . P^T[token][head]  (D x tile) times (tile x group)
-// and one warp instruction, mma.sync.m16n8k16, does a 16 x 8 x 16 block of either. The
-// group's heads are the 8 columns (n) of every mma; groups below 8 leave columns idle, which
-// costs tensor-core time this kernel has plenty of. Operands come from shared memory through
-// ldmatrix: K rows as staged (A of the first GEMM), V rows transposed on the way (A of the
-// second), q rows (B of the first). P is rounded to the storage type in registers for the
-// second GEMM, as FlashAttention does; maxima, sums and accumulators stay fp32.
-//
-// Why copy warps: with the arithmetic cheap, one CTA per SM must keep DRAM busy. When the
-// same warps issue the copies and do the math, every copy waits behind the softmax and the
-// mma chains of the warp that issues it, and every warp waits at a CTA-wide barrier per
-// tile. Here 4 producer warps do nothing but copy K and V tiles into a ring, and 8 consumer
-// warps do nothing but compute; they meet at two mbarriers per ring slot (common/mbarrier.cuh):
+// What changed since step 4 (step4_tensor_cores.cuh), and why: with the arithmetic on
+// tensor cores cheap, one CTA per SM must keep DRAM busy. When the same warps issue the
+// copies and do the math, every copy waits behind the softmax and the mma chains of the
+// warp that issues it, and every warp waits at a CTA-wide barrier per tile. Here 4
+// producer warps do nothing but copy K and V tiles into a ring, and 8 consumer warps do
+// nothing but compute; they meet at two mbarriers per ring slot (common/mbarrier.cuh):
 //   full[slot]   the tile has landed       (producers arrive, consumers wait)
 //   empty[slot]  the tile has been used    (consumers arrive, producers wait)
 // so a copy is issued as soon as a slot frees up, whatever the consumers are doing.
-//  * K and V stream alternately over the whole sequence (K0 V0 K1 V1 ...); the softmax step
-//    runs on each K tile's logits (the running max and sum of chunk_softmax, with a tile
-//    as the chunk). The logits are double-buffered by token tile, so the consumers need only
-//    two barriers of their own per token tile: before the softmax and before PV.
+//  * The math is step 4's: K and V stream alternately over the whole sequence
+//    (K0 V0 K1 V1 ...), logits and PV on mma.sync.m16n8k16, the softmax step on each K
+//    tile's logits. The logits are double-buffered by token tile, so the consumers need
+//    only two barriers of their own per token tile: before the softmax and before PV.
 //  * A producer thread copies the same 16-byte piece of the same rows of every tile, and
 //    reads page ids a tile ahead (see TileProducer).
-//  * CTAS_PER_SM: one CTA per SM with a ring of up to 6 slots, or, for one 8-head column
-//    block, two CTAs per SM with 3 slots each (half the shared memory), so that on a grid
-//    larger than the GPU one CTA's start and end overlap the other's streaming.
+//  * CTAS_PER_SM: one CTA per SM with a ring of up to 6 slots, or two CTAs per SM with 3
+//    slots each (half the shared memory), so that on a grid larger than the GPU one CTA's
+//    start and end overlap the other's streaming. The two-per-SM layout is also what a GPU
+//    with less shared memory per CTA (A100: 163 KiB) runs, one CTA per SM.
 //  * TIMELINE: a second build of the kernel that also records when each CTA started, issued
-//    its first copies, saw each tile land and finished (timeline.h), for
+//    its first copies, saw each tile land and finished (common/timeline.h), for
 //    `lesson02_thread_groups --timeline`. The kernel that is checked and timed everywhere
 //    else is the TIMELINE = false build, which has none of it.
+// Run: lesson02_thread_groups [--check | --bench] --variant grouped_mma_ws
 #pragma once
 
 #include <cuda_runtime.h>
@@ -45,14 +33,15 @@
 #include "device_math.cuh"
 #include "mbarrier.cuh"
 #include "mma.cuh"
-#include "thread_group_decode.cuh"
-#include "timeline.h"
+#include "step3_grouped.cuh"
+#include "timeline.cuh"
 
 namespace lesson02 {
 
-// What one CTA may ask for on sm_90 (227 KiB opt-in) less 1 KiB for the static arrays; an
-// A100 (163 KiB) cannot run this kernel, and the variant says so. Two CTAs share an SM's
-// 228 KiB, less 1 KiB the system keeps per CTA and room for the static arrays.
+// What one CTA may ask for on sm_90 (227 KiB opt-in) less 1 KiB for the static arrays. Two
+// CTAs share an SM's 228 KiB, less 1 KiB the system keeps per CTA and room for the static
+// arrays; that layout also fits an A100 (163 KiB a CTA). GPUs with 99 KiB a CTA (sm_86,
+// sm_89) fit neither: the variant says so, and step 4 runs there.
 constexpr int kMmaSmemLimit = 226 * 1024;
 constexpr int kMmaSmemLimitTwoPerSm = 228 * 1024 / 2 - 1024 - 256;
 constexpr int kConsumerThreads = 256;  // warps 0..7: the math
@@ -61,13 +50,13 @@ constexpr int kMmaThreads = kConsumerThreads + kProducerThreads;
 constexpr int kConsumerWarps = kConsumerThreads / 32;
 constexpr int kConsumerBarrier = 1;  // named barrier id of the consumer warps
 
-// GROUP_N: the heads of one CTA rounded up to whole mma columns (8, 16 or 32).
+// HEADS_PER_CTA: the heads of one CTA rounded up to whole mma columns (8, 16 or 32).
 // CTAS_PER_SM: 1, or 2 (a shallower ring, so that two CTAs fit on an SM).
-template <int HEAD_SIZE, int GROUP_N, int CTAS_PER_SM>
+template <int HEAD_SIZE, int HEADS_PER_CTA, int CTAS_PER_SM>
 struct MmaLayout {
     static constexpr int kTile = tile_tokens(HEAD_SIZE);    // tokens per staged tile: 128 (64 at D 256)
     static constexpr int kRow = tile_row_elems(HEAD_SIZE);  // D + 8 elements: rows padded by 16 bytes
-    static constexpr int kNTiles = GROUP_N / 8;             // 8-head column blocks
+    static constexpr int kNTiles = HEADS_PER_CTA / 8;             // 8-head column blocks
     static constexpr int kKSteps = kTile / 16;              // 16-token steps of a tile
     static constexpr int kQkItems = kKSteps * kNTiles;      // 16-token x 8-head logit blocks per tile
     // Output blocks (16 dims x 8 heads) live in registers for the whole kernel. With fewer
@@ -81,23 +70,23 @@ struct MmaLayout {
     static constexpr int kLogitStride = kTile + 8;  // p[h][t], p[h][t + 1] as one 8-byte read, no bank conflict
     // Dynamic shared memory, in bytes:
     //   tiles   [stages][kTile][kRow] K or V elements (at the end: the split partial sums)
-    //   q       [GROUP_N][kRow] elements, unscaled (heads past the group are zero)
-    //   logits  [2][GROUP_N][kTile + 8] floats: a token tile's logits, then its p; two
+    //   q       [HEADS_PER_CTA][kRow] elements, unscaled (heads past the group are zero)
+    //   logits  [2][HEADS_PER_CTA][kTile + 8] floats: a token tile's logits, then its p; two
     //           buffers, used by even and odd token tiles
     static constexpr int kTileBytes = kTile * kRow * 2;
-    static constexpr int kLogitFloats = GROUP_N * kLogitStride;
-    static constexpr int kFixedBytes = GROUP_N * kRow * 2 + 2 * kLogitFloats * 4;
+    static constexpr int kLogitFloats = HEADS_PER_CTA * kLogitStride;
+    static constexpr int kFixedBytes = HEADS_PER_CTA * kRow * 2 + 2 * kLogitFloats * 4;
     // As many ring slots as fit, at most 6 (204 KiB at D 128).
     static constexpr int kSmemLimit = CTAS_PER_SM == 1 ? kMmaSmemLimit : kMmaSmemLimitTwoPerSm;
     static constexpr int kStages = (kSmemLimit - kFixedBytes) / kTileBytes < 6 ? (kSmemLimit - kFixedBytes) / kTileBytes : 6;
     static constexpr int kSmemBytes = kStages * kTileBytes + kFixedBytes;
-    static_assert(GROUP_N == 8 || GROUP_N == 16 || GROUP_N == 32, "heads are padded to 8, 16 or 32");
+    static_assert(HEADS_PER_CTA == 8 || HEADS_PER_CTA == 16 || HEADS_PER_CTA == 32, "heads are padded to 8, 16 or 32");
     static_assert(CTAS_PER_SM == 1 || CTAS_PER_SM == 2, "one or two CTAs per SM");
-    static_assert(GROUP_N >= kConsumerWarps, "chunk_softmax gives each head one whole warp");
+    static_assert(HEADS_PER_CTA >= kConsumerWarps, "chunk_softmax gives each head one whole warp");
     static_assert(kPvItemsPerWarp * kWarpsPerSplit == kPvItems && kKStepsPerSplit * kPvSplit == kKSteps,
                   "output blocks and token steps must spread evenly over the warps");
     static_assert(kStages >= 3, "the ring needs at least three slots");
-    static_assert((kPvSplit - 1) * GROUP_N * HEAD_SIZE * 4 <= kStages * kTileBytes, "split partials reuse the ring");
+    static_assert((kPvSplit - 1) * HEADS_PER_CTA * HEAD_SIZE * 4 <= kStages * kTileBytes, "split partials reuse the ring");
 };
 
 // The producer side: copies of K/V tiles into the ring with cp.async. Producer thread `tid`
@@ -166,7 +155,7 @@ struct TileProducer {
     }
 };
 
-template <class scalar_t, int HEAD_SIZE, int GROUP_N, int CTAS_PER_SM, bool TIMELINE>
+template <class scalar_t, int HEAD_SIZE, int HEADS_PER_CTA, int CTAS_PER_SM, bool TIMELINE>
 __global__ void __launch_bounds__(kMmaThreads, CTAS_PER_SM)
 grouped_mma_decode_kernel(scalar_t* __restrict__ out,             // [B, H, D]
                           const scalar_t* __restrict__ q,         // [B, H, D]
@@ -174,18 +163,16 @@ grouped_mma_decode_kernel(scalar_t* __restrict__ out,             // [B, H, D]
                           const scalar_t* __restrict__ v_cache,   // [num_blocks, Hkv, block_size, D]
                           const int* __restrict__ block_table,    // [B, max_blocks_per_seq]
                           const int* __restrict__ context_lens,   // [B]
-                          int H, int Hkv, int group, int block_size, int max_blocks_per_seq, float scale,
-                          uint64_t* __restrict__ timeline,        // [B * Hkv][timeline_stride] (TIMELINE only)
-                          int timeline_stride) {
-    uint64_t* tl = nullptr;  // this CTA's record (timeline.h)
+                          int H, int Hkv, int group, int block_size, int max_blocks_per_seq, float scale) {
+    uint64_t* tl = nullptr;  // this CTA's record (common/timeline.h)
     if constexpr (TIMELINE) {
-        tl = timeline + (static_cast<size_t>(blockIdx.y) * gridDim.x + blockIdx.x) * timeline_stride;
+        tl = pa::timeline_row();
         if (threadIdx.x == 0) {
-            tl[kTlStart] = pa::globaltimer_ns();
-            tl[kTlSm] = pa::sm_id();
+            tl[pa::kTlStart] = pa::globaltimer_ns();
+            tl[pa::kTlSm] = pa::sm_id();
         }
     }
-    using L = MmaLayout<HEAD_SIZE, GROUP_N, CTAS_PER_SM>;
+    using L = MmaLayout<HEAD_SIZE, HEADS_PER_CTA, CTAS_PER_SM>;
     constexpr int kRow = L::kRow;
     constexpr int kTile = L::kTile;
     constexpr int kStages = L::kStages;
@@ -193,16 +180,16 @@ grouped_mma_decode_kernel(scalar_t* __restrict__ out,             // [B, H, D]
     const int seq = blockIdx.y;
     const int kv_head = blockIdx.x;
     const int first_head = kv_head * group;
-    const int num_heads = group;  // <= GROUP_N
+    const int num_heads = group;  // <= HEADS_PER_CTA
     const int ctx = context_lens[seq];
     const int* seq_pages = block_table + static_cast<size_t>(seq) * max_blocks_per_seq;
     const int num_stream_tiles = 2 * ((ctx + kTile - 1) / kTile);  // K0 V0 K1 V1 ...
 
     extern __shared__ __align__(16) float smem[];
     scalar_t* tiles = reinterpret_cast<scalar_t*>(smem);                        // [kStages][kTile][kRow]
-    scalar_t* q_tile = tiles + kStages * kTile * kRow;                          // [GROUP_N][kRow]
-    float* logit_bufs = reinterpret_cast<float*>(q_tile + GROUP_N * kRow);      // [2][GROUP_N][kTile + 8]
-    __shared__ float m_run[GROUP_N], l_run[GROUP_N], alpha[GROUP_N];
+    scalar_t* q_tile = tiles + kStages * kTile * kRow;                          // [HEADS_PER_CTA][kRow]
+    float* logit_bufs = reinterpret_cast<float*>(q_tile + HEADS_PER_CTA * kRow);      // [2][HEADS_PER_CTA][kTile + 8]
+    __shared__ float m_run[HEADS_PER_CTA], l_run[HEADS_PER_CTA], alpha[HEADS_PER_CTA];
     __shared__ float red_max[kConsumerWarps], red_sum[kConsumerWarps];
     __shared__ uint64_t full[kStages], empty[kStages];
 
@@ -220,8 +207,8 @@ grouped_mma_decode_kernel(scalar_t* __restrict__ out,             // [B, H, D]
         // cp.async group has landed: the wait covers the thread's own copies only, which is
         // why `full` counts every producer. kLag = kStages - 2 leaves one slot free, so the
         // next copy is issued while the consumers work on the tile just announced (with
-        // kLag = kStages - 1 the producer waited for them: 166 against 140 us on
-        // llama70b-B16-ctx8k, and slower with two CTAs per SM as well).
+        // kLag = kStages - 1 the producer waits for them, which measured slower; see the
+        // README).
         constexpr int kLag = kStages - 2;
         TileProducer<scalar_t, HEAD_SIZE> producer(threadIdx.x - kConsumerThreads, k_cache, v_cache, seq_pages, Hkv,
                                                    kv_head, block_size, ctx);
@@ -230,7 +217,7 @@ grouped_mma_decode_kernel(scalar_t* __restrict__ out,             // [B, H, D]
             if (s >= kStages) pa::mbarrier_wait(&empty[slot], (s / kStages + 1) & 1);
             producer.issue(tiles + slot * kTile * kRow, s);
             if constexpr (TIMELINE)
-                if (s == 0 && threadIdx.x == kConsumerThreads) tl[kTlFirstCopy] = pa::globaltimer_ns();
+                if (s == 0 && threadIdx.x == kConsumerThreads) tl[pa::kTlFirstCopy] = pa::globaltimer_ns();
             if (s >= kLag) {
                 pa::cp_async_wait<kLag>();
                 pa::mbarrier_arrive(&full[(s - kLag) % kStages]);
@@ -243,14 +230,14 @@ grouped_mma_decode_kernel(scalar_t* __restrict__ out,             // [B, H, D]
 
     // Consumers. q rows of the group, 16 bytes at a time: q_tile[h][d] = q[seq, first_head + h, d]
     constexpr int kPiecesPerRow = HEAD_SIZE / 8;
-    for (int i = threadIdx.x; i < GROUP_N * kPiecesPerRow; i += kConsumerThreads) {
+    for (int i = threadIdx.x; i < HEADS_PER_CTA * kPiecesPerRow; i += kConsumerThreads) {
         const int h = i / kPiecesPerRow, piece = i % kPiecesPerRow;
         uint4 w = make_uint4(0, 0, 0, 0);
         if (h < num_heads)
             w = *reinterpret_cast<const uint4*>(q + (static_cast<size_t>(seq) * H + first_head + h) * HEAD_SIZE + piece * 8);
         *reinterpret_cast<uint4*>(q_tile + h * kRow + piece * 8) = w;
     }
-    if (threadIdx.x < GROUP_N) {
+    if (threadIdx.x < HEADS_PER_CTA) {
         m_run[threadIdx.x] = -INFINITY;
         l_run[threadIdx.x] = 0.f;
     }
@@ -275,10 +262,10 @@ grouped_mma_decode_kernel(scalar_t* __restrict__ out,             // [B, H, D]
         const int slot = s % kStages;
         pa::mbarrier_wait(&full[slot], (s / kStages) & 1);
         if constexpr (TIMELINE)
-            if (threadIdx.x == 0) tl[kTlTiles + s] = pa::globaltimer_ns();
+            if (threadIdx.x == 0) tl[pa::kTlTiles + s] = pa::globaltimer_ns();
         const scalar_t* buf = tiles + slot * kTile * kRow;                // [kTile][kRow], rows >= n are zero
         const int n = min(kTile, ctx - s / 2 * kTile);                    // tokens of this token tile
-        float* logits = logit_bufs + (s / 2 % 2) * L::kLogitFloats;       // [GROUP_N][kTile + 8]
+        float* logits = logit_bufs + (s / 2 % 2) * L::kLogitFloats;       // [HEADS_PER_CTA][kTile + 8]
 
         if (s % 2 == 0) {
             // 1. logits[h][t] = scale * (K_tile[t] . q[h]), one 16-token x 8-head block per warp and step.
@@ -316,7 +303,7 @@ grouped_mma_decode_kernel(scalar_t* __restrict__ out,             // [B, H, D]
         //    buffer), and the token tile after that waits at this barrier of the next tile,
         //    which every warp reaches only after its PV here.
         pa::named_barrier_sync<kConsumerBarrier, kConsumerThreads>();
-        chunk_softmax<GROUP_N, kConsumerWarps>(logits, L::kLogitStride, n, num_heads, m_run, l_run, alpha, red_max,
+        chunk_softmax<HEADS_PER_CTA, kConsumerWarps>(logits, L::kLogitStride, n, num_heads, m_run, l_run, alpha, red_max,
                                                red_sum);
         pa::named_barrier_sync<kConsumerBarrier, kConsumerThreads>();
         // 3. out^T[d][h] += V_tile^T[d][t] p[h][t], 16 tokens per mma. Tokens past the end and
@@ -357,7 +344,7 @@ grouped_mma_decode_kernel(scalar_t* __restrict__ out,             // [B, H, D]
     // 4. Splits 1.. hand their partial sums to split 0 through the ring, which divides by the
     //    running sum and stores out[seq, first_head + h, d]. The ring is idle: the consumers
     //    waited for every tile the producers copied, and the producers copy nothing more.
-    float* partials = smem;  // [kPvSplit - 1][GROUP_N][HEAD_SIZE]
+    float* partials = smem;  // [kPvSplit - 1][HEADS_PER_CTA][HEAD_SIZE]
     pa::named_barrier_sync<kConsumerBarrier, kConsumerThreads>();  // every consumer is done with the ring and l_run is final
     if constexpr (L::kPvSplit > 1) {
         if (pv_split > 0) {
@@ -367,7 +354,7 @@ grouped_mma_decode_kernel(scalar_t* __restrict__ out,             // [B, H, D]
                 const int d = item % (HEAD_SIZE / 16) * 16 + g, h = item / (HEAD_SIZE / 16) * 8 + 2 * c;
 #pragma unroll
                 for (int e = 0; e < 4; ++e)
-                    partials[((pv_split - 1) * GROUP_N + h + (e & 1)) * HEAD_SIZE + d + (e >> 1) * 8] = acc[j][e];
+                    partials[((pv_split - 1) * HEADS_PER_CTA + h + (e & 1)) * HEAD_SIZE + d + (e >> 1) * 8] = acc[j][e];
             }
         }
         pa::named_barrier_sync<kConsumerBarrier, kConsumerThreads>();
@@ -381,14 +368,14 @@ grouped_mma_decode_kernel(scalar_t* __restrict__ out,             // [B, H, D]
             for (int e = 0; e < 4; ++e) {
                 const int he = h + (e & 1), de = d + (e >> 1) * 8;
                 float o = acc[j][e];
-                for (int sp = 1; sp < L::kPvSplit; ++sp) o += partials[((sp - 1) * GROUP_N + he) * HEAD_SIZE + de];
+                for (int sp = 1; sp < L::kPvSplit; ++sp) o += partials[((sp - 1) * HEADS_PER_CTA + he) * HEAD_SIZE + de];
                 if (he < num_heads)
                     out[(static_cast<size_t>(seq) * H + first_head + he) * HEAD_SIZE + de] = pa::from_float<scalar_t>(o / l_run[he]);
             }
         }
     }
     if constexpr (TIMELINE)
-        if (threadIdx.x == 0) tl[kTlEnd] = pa::globaltimer_ns();
+        if (threadIdx.x == 0) tl[pa::kTlEnd] = pa::globaltimer_ns();
 }
 
 }  // namespace lesson02

@@ -6,7 +6,7 @@
 #include <string>
 #include <utility>
 
-namespace lesson02 {
+namespace pa {
 
 namespace {
 
@@ -98,4 +98,4 @@ TimelineSummary summarize_timeline(const std::vector<uint64_t>& raw, int stride,
     return s;
 }
 
-}  // namespace lesson02
+}  // namespace pa

@@ -1,0 +1,140 @@
+// Lesson 02's variants: each step of the ladder through its own launcher (steps.h), and
+// the automatic choice among them.
+#include "lesson02.h"
+
+#include "table.h"
+
+namespace lesson02 {
+
+std::string config_name(const Config& c) {
+    const std::string tgs = "_tgs" + std::to_string(c.tgs);
+    switch (c.step) {
+        case Step::thread_groups: return "thread_groups" + tgs;
+        case Step::wide_loads: return "wide_loads" + tgs;
+        case Step::grouped: return (c.mapping == Mapping::per_head ? "per_head" : "grouped") + tgs;
+        case Step::grouped_mma: return "grouped_mma";
+        case Step::grouped_mma_ws: return "grouped_mma_ws";
+    }
+    return "?";
+}
+
+std::string why_not(const Config& c, const pa::DecodeShape& s, const pa::DeviceInfo& info) {
+    switch (c.step) {
+        case Step::thread_groups: return step1::why_not(s, c.tgs, info);
+        case Step::wide_loads: return step2::why_not(s, c.tgs, info);
+        case Step::grouped: return step3::why_not(c.mapping, s, c.tgs, info);
+        case Step::grouped_mma: return step4::why_not(s, info);
+        case Step::grouped_mma_ws: return step5::why_not(s, info);
+    }
+    return "unknown step";
+}
+
+void launch(const pa::PagedDecodeArgs& a, const Config& c, cudaStream_t stream) {
+    switch (c.step) {
+        case Step::thread_groups: return step1::launch(a, c.tgs, stream);
+        case Step::wide_loads: return step2::launch(a, c.tgs, stream);
+        case Step::grouped: return step3::launch(c.mapping, a, c.tgs, stream);
+        case Step::grouped_mma: return step4::launch(a, stream);
+        case Step::grouped_mma_ws: return step5::launch(a, stream);
+    }
+}
+
+pa::LaunchGeometry geometry(const Config& c, const pa::DecodeShape& s, const pa::DeviceInfo& info) {
+    switch (c.step) {
+        case Step::thread_groups: return step1::geometry(s, c.tgs, info);
+        case Step::wide_loads: return step2::geometry(s, c.tgs, info);
+        case Step::grouped: return step3::geometry(c.mapping, s, c.tgs, info);
+        case Step::grouped_mma: return step4::geometry(s, info);
+        case Step::grouped_mma_ws: return step5::geometry(s, info);
+    }
+    return {};
+}
+
+// The rule, read off the measured steps (plots/data/<gpu>/lesson02.csv; README "The
+// automatic choice"):
+//  * step 5 by default: it reads K/V once for the whole group, its dot products cost next
+//    to nothing, its copy warps keep the ring full, and on grids larger than the GPU two
+//    CTAs share an SM. Step 4, the same math without copy warps, where step 5's ring does
+//    not fit the GPU's shared memory.
+//  * the per-head mapping with the ring (step 3, TGS 4) for a grouped grid of fewer than
+//    kMinGroupedCtas CTAs: the per-head grid's parallelism is worth more than the re-reads,
+//    which the other heads' CTAs find in L2; and for a group above 32, which has no grouped
+//    kernel. TGS 4 because K comes from shared memory, so a smaller group only means more
+//    tokens per step and a shorter shuffle tree.
+std::vector<Config> auto_preference(const pa::DecodeShape& s) {
+    const bool tiny_grouped_grid = static_cast<long long>(s.B) * s.Hkv < kMinGroupedCtas;
+    const Config per_head{Step::grouped, Mapping::per_head, 4};
+    const Config wide{Step::wide_loads, Mapping::per_head, 4};
+    if (tiny_grouped_grid || s.group() > 32) return {per_head, wide};
+    return {Config{Step::grouped_mma_ws}, Config{Step::grouped_mma}, Config{Step::grouped, Mapping::grouped, 4}, per_head,
+            wide};
+}
+
+Config auto_config(const pa::DecodeShape& s, const pa::DeviceInfo& info) {
+    const std::vector<Config> prefs = auto_preference(s);
+    for (const Config& c : prefs)
+        if (why_not(c, s, info).empty()) return c;
+    return prefs.front();  // nothing runs: launching it reports why
+}
+
+namespace {
+
+// What auto needs to know of a launch: the shape, with every context at the longest one.
+pa::DecodeShape shape_of(const pa::PagedDecodeArgs& a) {
+    return pa::make_shape("launch", a.H, a.Hkv, std::vector<int>(a.B, a.max_ctx), a.D, a.block_size, a.dtype);
+}
+
+}  // namespace
+
+pa::DecodeVariant variant(const Config& c) {
+    pa::DecodeVariant v;
+    v.name = config_name(c);
+    v.why_not = [c](const pa::DecodeShape& s, const pa::DeviceInfo& info) { return why_not(c, s, info); };
+    v.launch = [c](const pa::PagedDecodeArgs& a, cudaStream_t st) { launch(a, c, st); };
+    v.geometry = [c](const pa::DecodeShape& s, const pa::DeviceInfo& info) { return geometry(c, s, info); };
+    return v;
+}
+
+pa::DecodeVariant auto_variant() {
+    pa::DecodeVariant v;
+    v.name = "auto";
+    v.why_not = [](const pa::DecodeShape& s, const pa::DeviceInfo& info) { return why_not(auto_config(s, info), s, info); };
+    v.launch = [](const pa::PagedDecodeArgs& a, cudaStream_t st) {
+        launch(a, auto_config(shape_of(a), pa::current_device_info()), st);
+    };
+    v.geometry = [](const pa::DecodeShape& s, const pa::DeviceInfo& i) { return geometry(auto_config(s, i), s, i); };
+    return v;
+}
+
+std::vector<pa::DecodeVariant> all_variants() {
+    std::vector<pa::DecodeVariant> out;
+    for (Step step : {Step::thread_groups, Step::wide_loads})
+        for (int tgs : {4, 8, 16}) out.push_back(variant({step, Mapping::per_head, tgs}));
+    for (Mapping m : {Mapping::per_head, Mapping::grouped})
+        for (int tgs : {4, 8, 16}) out.push_back(variant({Step::grouped, m, tgs}));
+    out.push_back(variant({Step::grouped_mma}));
+    out.push_back(variant({Step::grouped_mma_ws}));
+    out.push_back(auto_variant());
+    return out;
+}
+
+std::vector<pa::DecodeShape> uneven_check_shapes() {
+    const pa::DType f = pa::DType::fp16, b = pa::DType::bf16;
+    std::vector<int> mixed_40;  // 40 contexts of 1 .. 297 tokens, most ending inside a tile
+    for (int i = 0; i < 40; ++i) mixed_40.push_back(1 + (i * 37) % 300);
+    return {
+        // tokens per CTA step: 128 / TGS (steps 1-2), 2 * 256 / TGS (step 3): never a multiple here
+        pa::make_shape("uneven-steps-D128", 8, 4, {1, 7, 9, 15, 17, 31, 33, 63}, 128, 16, b),
+        pa::make_shape("uneven-steps-D64", 4, 2, {3, 5, 13, 65, 127, 129}, 64, 8, f),
+        pa::make_shape("uneven-steps-D256", 2, 1, {11, 19, 37, 71}, 256, 32, f),
+        // step 3's chunks: 8192 tokens for one head a CTA, 1024 for groups of 8, 256 for 32
+        pa::make_shape("chunks-g1", 2, 2, {8193, 9001}, 128, 16, b),
+        pa::make_shape("chunks-g8", 16, 2, {1024, 1025, 2500}, 128, 16, f),
+        pa::make_shape("chunks-g32", 32, 1, {257, 1000}, 128, 32, b),
+        pa::make_shape("chunks-g6-as-8", 12, 2, {1030, 700}, 128, 16, f),
+        // 160 grouped CTAs, more than an H100 or H200 has SMs: step 5's two-per-SM layout
+        pa::make_shape("grid-over-sms", 8, 4, mixed_40, 128, 16, b),
+    };
+}
+
+}  // namespace lesson02

@@ -1,0 +1,60 @@
+// Lesson 02's variants, as main.cu and the tests run them: the five steps of the ladder
+// (steps.h has each step's launcher), the automatic choice, and the check shapes that
+// catch the group-mask trap. Compiled once in lesson02.cu.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "decode_driver.cuh"
+#include "steps.h"
+
+namespace lesson02 {
+
+// One rung of the ladder, with its parameters.
+enum class Step {
+    thread_groups = 1,  // step 1: TGS lanes per token, group mask (per head, as lesson 01)
+    wide_loads = 2,     // step 2: + 16-byte K loads, q in registers
+    grouped = 3,        // step 3: + GQA-grouped CTA, chunked softmax, cp.async ring
+    grouped_mma = 4,    // step 4: + both dot products on tensor cores (mma.sync)
+    grouped_mma_ws = 5, // step 5: + producer and consumer warps (mbarriers)
+};
+
+struct Config {
+    Step step = Step::grouped_mma_ws;
+    Mapping mapping = Mapping::grouped;  // step 3 only: per_head or grouped
+    int tgs = 4;                         // steps 1-3: THREAD_GROUP_SIZE 4, 8 or 16
+};
+
+// CSV variant names: thread_groups_tgs8, wide_loads_tgs4, per_head_tgs4, grouped_tgs16,
+// grouped_mma, grouped_mma_ws.
+std::string config_name(const Config& c);
+
+// Empty if the configuration can run the shape on this GPU, otherwise why not.
+std::string why_not(const Config& c, const pa::DecodeShape& s, const pa::DeviceInfo& info);
+void launch(const pa::PagedDecodeArgs& a, const Config& c, cudaStream_t stream);
+pa::LaunchGeometry geometry(const Config& c, const pa::DecodeShape& s, const pa::DeviceInfo& info);
+
+// The automatic choice (the rule is stated in the README): the first configuration of
+// the preference list that can run the shape on this GPU.
+//   * a grouped grid of fewer than kMinGroupedCtas CTAs (MQA with one to three sequences),
+//     or a group above 32: per_head_tgs4, then wide_loads_tgs4;
+//   * otherwise grouped_mma_ws, then grouped_mma (GPUs whose shared memory is too small
+//     for step 5's ring), then grouped_tgs4.
+constexpr int kMinGroupedCtas = 4;
+std::vector<Config> auto_preference(const pa::DecodeShape& s);
+Config auto_config(const pa::DecodeShape& s, const pa::DeviceInfo& info);
+
+pa::DecodeVariant variant(const Config& c);
+pa::DecodeVariant auto_variant();  // named `auto`
+
+// Every step (steps 1-3 at TGS 4, 8, 16; step 3 in both mappings), then auto.
+std::vector<pa::DecodeVariant> all_variants();
+
+// Shapes that catch the group-mask trap and the chunk walk: contexts that are not a
+// multiple of the tokens one CTA step handles for every TGS, contexts that cross one or
+// more chunks for small and large groups, and a grid larger than the GPU (step 5's two
+// CTAs per SM).
+std::vector<pa::DecodeShape> uneven_check_shapes();
+
+}  // namespace lesson02

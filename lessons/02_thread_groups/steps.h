@@ -1,0 +1,69 @@
+// Lesson 02's steps, host side: what each can run, its launcher and its launch geometry.
+// Each step's instantiations compile once, in its stepN_*.cu; main.cu and the tests use
+// this header.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+#include <string>
+
+#include "decode_args.h"
+#include "decode_driver.cuh"
+
+namespace lesson02 {
+enum class Mapping {
+    per_head,  // one CTA per (sequence, query head), as in lesson 01: grid (H, B)
+    grouped,   // one CTA per (sequence, KV head) serving its `group` query heads: grid (Hkv, B)
+};
+}  // namespace lesson02
+
+// Step 1: thread groups (TGS lanes per token, group-masked shuffle), 2-byte K loads, q in
+// shared memory; one CTA per (sequence, query head) and every logit in shared memory.
+namespace lesson02::step1 {
+// "" if the step can run the shape at this TGS on this GPU; else one line saying why not.
+std::string why_not(const pa::DecodeShape& s, int tgs, const pa::DeviceInfo& info);
+void launch(const pa::PagedDecodeArgs& a, int tgs, cudaStream_t stream);
+pa::LaunchGeometry geometry(const pa::DecodeShape& s, int tgs, const pa::DeviceInfo& info);
+}  // namespace lesson02::step1
+
+// Step 2: step 1 with 16-byte K loads and the q slice in registers.
+namespace lesson02::step2 {
+std::string why_not(const pa::DecodeShape& s, int tgs, const pa::DeviceInfo& info);
+void launch(const pa::PagedDecodeArgs& a, int tgs, cudaStream_t stream);
+pa::LaunchGeometry geometry(const pa::DecodeShape& s, int tgs, const pa::DeviceInfo& info);
+}  // namespace lesson02::step2
+
+// Step 3: the GQA-grouped CTA with a cp.async ring and a chunked softmax, TGS lanes per
+// token; in the per-head mapping, the same kernel serving one query head a CTA.
+namespace lesson02::step3 {
+// Query heads one CTA serves: 1 per head; for grouped, the group rounded up to 1, 2, 4, 8
+// or 32 (a group of 6 runs as 8 with two heads idle); 0 for a group above 32.
+int heads_per_cta(Mapping m, int group);
+std::string why_not(Mapping m, const pa::DecodeShape& s, int tgs, const pa::DeviceInfo& info);
+void launch(Mapping m, const pa::PagedDecodeArgs& a, int tgs, cudaStream_t stream);
+pa::LaunchGeometry geometry(Mapping m, const pa::DecodeShape& s, int tgs, const pa::DeviceInfo& info);
+}  // namespace lesson02::step3
+
+// Step 4: the GQA-grouped CTA (one per sequence and KV head) with both GEMMs on tensor
+// cores; every warp copies and computes.
+namespace lesson02::step4 {
+std::string why_not(const pa::DecodeShape& s, const pa::DeviceInfo& info);
+void launch(const pa::PagedDecodeArgs& a, cudaStream_t stream);
+pa::LaunchGeometry geometry(const pa::DecodeShape& s, const pa::DeviceInfo& info);
+}  // namespace lesson02::step4
+
+// Step 5: step 4 with producer warps that only copy and consumer warps that only compute,
+// meeting at mbarriers; two CTAs per SM on grids larger than the GPU.
+namespace lesson02::step5 {
+// Heads one CTA computes: the group rounded up to 8, 16 or 32 (whole mma columns); 0 above 32.
+int heads_per_cta(int group);
+std::string why_not(const pa::DecodeShape& s, const pa::DeviceInfo& info);
+void launch(const pa::PagedDecodeArgs& a, cudaStream_t stream);
+pa::LaunchGeometry geometry(const pa::DecodeShape& s, const pa::DeviceInfo& info);
+int tile_tokens(int head_size);  // tokens per staged tile (the timeline's unit)
+// The timeline build (common/timeline.h): the launch `launch` makes, with the kernel's
+// TIMELINE build writing timeline[B * Hkv][timeline_stride]. "" if it can run the shape.
+std::string timeline_why_not(const pa::DecodeShape& s, const pa::DeviceInfo& info);
+void launch_timeline(const pa::PagedDecodeArgs& a, uint64_t* timeline, int timeline_stride, cudaStream_t stream);
+}  // namespace lesson02::step5

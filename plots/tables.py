@@ -1,0 +1,760 @@
+#!/usr/bin/env python3
+"""Writes the results tables of README.md and lessons/*/README.md from the committed CSVs.
+
+A README holds a generated table between two marker lines:
+
+    <!-- table:NAME -->
+    ...written by this script, replaced whole...
+    <!-- /table:NAME -->
+
+NAME is one of the table functions below (`--list` names them). Each reads
+plots/data/<gpu>/lessonNN.csv and states, inside its block, which GPU and which CSV its
+numbers come from. Text outside the markers is never touched.
+
+    python3 plots/tables.py            rewrite every block that differs from the CSVs
+    python3 plots/tables.py --check    rewrite nothing; exit 1, one line per block that
+                                       differs (CI runs this: CTest test `readme_tables`)
+    python3 plots/tables.py --list     the table names and what each shows
+    python3 plots/tables.py --self-test
+
+Unknown table names, unbalanced markers, a missing CSV, a missing row or a row whose
+check FAILed are errors (exit 1, one line each), never an empty table.
+Python 3 standard library only; no GPU.
+"""
+
+import argparse
+import contextlib
+import csv
+import io
+import math
+import re
+import sys
+import tempfile
+import textwrap
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+
+# ---------------------------------------------------------------------------------------
+# What the tables are about
+
+# GPU folders under plots/data/, in the order tables list them; others follow, sorted.
+GPU_ORDER = ("h200", "h100")
+GPU_NAMES = {"h200": "NVIDIA H200 (132 SMs, 60 MiB L2)", "h100": "NVIDIA H100 80GB HBM3 (132 SMs, 50 MiB L2)"}
+GPU_SHORT = {"h200": "H200", "h100": "H100"}
+
+TABLE_A = ["llama7b-B1-ctx1k", "llama7b-B1-ctx4k", "llama7b-B8-ctx2k", "llama7b-B32-ctx1k",
+           "llama70b-B1-ctx4k", "llama70b-B4-ctx2k", "llama70b-B16-ctx8k",
+           "mqa-B1-ctx4k", "mqa-B16-ctx4k", "mqa-B64-ctx2k"]
+# Table C (bf16, H8/Hkv4), in (B, ctx) order, and the part of it the TGS sweep uses.
+TABLE_C = ["h8kv4-B1-ctx256", "h8kv4-B32-ctx128", "h8kv4-B32-ctx256", "h8kv4-B32-ctx512",
+           "h8kv4-B32-ctx1k", "h8kv4-B64-ctx128", "h8kv4-B64-ctx256", "h8kv4-B64-ctx1k",
+           "h8kv4-B128-ctx256", "h8kv4-B128-ctx512"]
+TABLE_C_TGS_SWEEP = ["h8kv4-B1-ctx256", "h8kv4-B32-ctx256", "h8kv4-B32-ctx512", "h8kv4-B64-ctx128",
+                     "h8kv4-B64-ctx1k", "h8kv4-B128-ctx256", "h8kv4-B128-ctx512"]
+LESSON01_SHAPES = TABLE_A + ["h8kv4-B32-ctx256", "h8kv4-B128-ctx512"]
+
+TGS = (4, 8, 16)
+# Lesson 02's ladder: (step, family, has a TGS). A family with a TGS is the variants
+# <family>_tgs4/8/16; step 3 is one idea with two mappings.
+LESSON02_STEPS = [("1", "thread_groups", True), ("2", "wide_loads", True), ("3", "per_head", True),
+                  ("3", "grouped", True), ("4", "grouped_mma", False), ("5", "grouped_mma_ws", False)]
+
+
+def family_variants(family, has_tgs):
+    return [f"{family}_tgs{t}" for t in TGS] if has_tgs else [family]
+
+
+LESSON02_STEP_VARIANTS = [v for _, fam, tgs in LESSON02_STEPS for v in family_variants(fam, tgs)]
+
+# Published numbers from the blog posts the lessons follow (not measured here).
+# The L4 post's single-pass decode kernel (vLLM-v1 style, with thread groups), ms.
+POST_L4_SINGLE_PASS_MS = {"llama7b-B1-ctx1k": 0.142, "llama70b-B4-ctx2k": 0.165, "mqa-B16-ctx4k": 0.331}
+# The H200 post (bf16, H8/Hkv4, gated attention), us, at TGS 4 / 8 / 16.
+POST_H200_TGS_SWEEP_US = {
+    "h8kv4-B1-ctx256": (30.28, 27.32, 31.98), "h8kv4-B32-ctx256": (41.64, 33.07, 33.82),
+    "h8kv4-B32-ctx512": (79.67, 62.30, 64.60), "h8kv4-B64-ctx128": (34.05, 25.68, 21.48),
+    "h8kv4-B64-ctx1k": (297.92, 225.29, 210.27), "h8kv4-B128-ctx256": (91.14, 71.29, 71.29),
+    "h8kv4-B128-ctx512": (176.84, 137.00, 137.00),
+}
+# The same post's ablation at TGS 8, us: baseline / + paired K loads / + q in registers.
+# No table uses it yet: it goes beside lesson 02's ablation once that has variant names.
+POST_H200_ABLATION_US = {
+    "h8kv4-B1-ctx256": (27.32, 25.37, 24.55), "h8kv4-B32-ctx128": (18.32, 15.96, 15.18),
+    "h8kv4-B32-ctx256": (33.07, 28.43, 26.71), "h8kv4-B32-ctx512": (62.30, 53.71, 49.47),
+    "h8kv4-B64-ctx128": (25.68, 21.23, 18.19), "h8kv4-B64-ctx256": (47.83, 39.02, 32.00),
+    "h8kv4-B128-ctx256": (91.14, 74.83, 61.44),
+}
+
+
+class TableError(Exception):
+    """A table cannot be written from the CSVs; the message names what is missing."""
+
+
+# ---------------------------------------------------------------------------------------
+# Reading the CSVs
+
+class Csv:
+    """One lessonNN.csv: rows by (lesson, variant, shape, l2)."""
+
+    def __init__(self, rel, text):
+        self.rel = rel  # "plots/data/h200/lesson01.csv"
+        self.rows = list(csv.DictReader(io.StringIO(text)))
+        self.by_key = {}
+        self.duplicates = set()
+        for r in self.rows:
+            key = (r.get("lesson"), r.get("variant"), r.get("shape"), r.get("l2"))
+            if key in self.by_key:
+                self.duplicates.add(key)
+            self.by_key[key] = r
+
+    def find(self, lesson, variant, shape, l2="cold"):
+        """The row, or None when the CSV has none; a duplicated or FAILed row is an error."""
+        key = (lesson, variant, shape, l2)
+        if key in self.duplicates:
+            raise TableError(f"{self.rel}: more than one {l2} row for lesson {lesson} {variant} on {shape}")
+        r = self.by_key.get(key)
+        if r is not None and r.get("check") != "PASS":
+            raise TableError(f"{self.rel}: lesson {lesson} {variant} on {shape} ({l2}) has check "
+                             f"'{r.get('check')}', not PASS")
+        return r
+
+    def row(self, lesson, variant, shape, l2="cold"):
+        r = self.find(lesson, variant, shape, l2)
+        if r is None:
+            raise TableError(f"{self.rel}: no {l2} row for lesson {lesson} {variant} on {shape}")
+        return r
+
+    def variants(self, lesson):
+        return {r["variant"] for r in self.rows if r.get("lesson") == lesson}
+
+    def read_bw(self):
+        """The run's streaming-read bandwidth, GB/s, as text. The CSV does not store it; each
+        row's bytes / us_median over its pct_read_bw (printed to 0.1) brackets it."""
+        lo, hi = 0.0, math.inf
+        for r in self.rows:
+            try:
+                nbytes, us, pct = float(r["bytes"]), float(r["us_median"]), float(r["pct_read_bw"])
+            except (KeyError, TypeError, ValueError):
+                continue
+            if pct <= 0 or us <= 0.0005:
+                continue
+            g_lo, g_hi = nbytes / (us + 0.0005) / 1e3, nbytes / (us - 0.0005) / 1e3
+            lo = max(lo, g_lo * 100 / (pct + 0.05))
+            if pct > 0.05:
+                hi = min(hi, g_hi * 100 / (pct - 0.05))
+        if lo == 0 or hi == math.inf or hi < lo:
+            raise TableError(f"{self.rel}: its bytes, us_median and pct_read_bw do not give one read bandwidth")
+        a, b = math.ceil(lo), math.floor(hi)
+        if a >= b:
+            return f"{round((lo + hi) / 2)} GB/s"
+        return f"{a} to {b} GB/s"
+
+
+class Data:
+    """plots/data/<gpu>/*.csv under `root`, read once each."""
+
+    def __init__(self, data_dir, root):
+        self.dir = Path(data_dir)
+        self.root = Path(root)
+        self.cache = {}
+
+    def gpus(self, filename):
+        """GPU folders that hold `filename`, in GPU_ORDER first."""
+        if not self.dir.is_dir():
+            return []
+        have = sorted(p.name for p in self.dir.iterdir() if (p / filename).is_file())
+        return [g for g in GPU_ORDER if g in have] + [g for g in have if g not in GPU_ORDER]
+
+    def get(self, gpu, filename):
+        key = (gpu, filename)
+        if key not in self.cache:
+            path = self.dir / gpu / filename
+            rel = rel_posix(path, self.root)
+            if not path.is_file():
+                raise TableError(f"{rel} not found")
+            c = Csv(rel, path.read_text())
+            others = sorted({r.get("gpu") for r in c.rows} - {gpu})
+            if others:
+                raise TableError(f"{rel}: rows of another GPU ({', '.join(map(str, others))}) in the {gpu} folder")
+            self.cache[key] = c
+        return self.cache[key]
+
+    def gpus_or_error(self, filename):
+        gpus = self.gpus(filename)
+        if not gpus:
+            raise TableError(f"no {rel_posix(self.dir, self.root)}/<gpu>/{filename} for any GPU")
+        return gpus
+
+
+def rel_posix(path, start):
+    try:
+        return Path(path).resolve().relative_to(Path(start).resolve()).as_posix()
+    except ValueError:
+        return Path(path).resolve().as_posix()
+
+
+class Ctx:
+    """What a table function gets: the data, and the README it writes into (for links)."""
+
+    def __init__(self, data, readme):
+        self.data = data
+        self.readme = Path(readme)
+
+    def link(self, c):
+        target = Path(c.rel) if Path(c.rel).is_absolute() else self.data.root / c.rel
+        href = Path(_relpath(target, self.readme.parent)).as_posix()
+        return f"[`{c.rel}`]({href})"
+
+
+def _relpath(target, start):
+    import os.path
+    return os.path.relpath(Path(target).resolve(), Path(start).resolve())
+
+
+# ---------------------------------------------------------------------------------------
+# Formatting, as the READMEs have it
+
+def us1(x):
+    return f"{float(x):.1f}"
+
+
+def us2(x):
+    return f"{float(x):.2f}"
+
+
+def us_ladder(x):  # about four significant digits: 9.86, 139.5
+    return f"{float(x):.2f}" if float(x) < 100 else f"{float(x):.1f}"
+
+
+def pct(r):
+    return f"{float(r['pct_read_bw']):.1f}"
+
+
+def mib(r):
+    return f"{float(r['bytes']) / 1048576:.0f}"
+
+
+def table(header, rows, right=()):
+    """A markdown table; columns whose index is in `right` are right-aligned."""
+    align = ["---:" if i in right else "---" for i in range(len(header))]
+    lines = ["| " + " | ".join(header) + " |", "|" + "|".join(align) + "|"]
+    lines += ["| " + " | ".join(str(c) for c in row) + " |" for row in rows]
+    return "\n".join(lines)
+
+
+def gpu_name(gpu):
+    return GPU_NAMES.get(gpu, gpu)
+
+
+def variant_list(variants):
+    """`a_tgs{4,8,16}`, `b` for a list of variant names."""
+    out, done = [], set()
+    for v in variants:
+        m = re.fullmatch(r"(.+)_tgs(\d+)", v)
+        if m:
+            fam = m.group(1)
+            if fam in done:
+                continue
+            done.add(fam)
+            tgs = [re.fullmatch(rf"{re.escape(fam)}_tgs(\d+)", w).group(1) for w in variants
+                   if re.fullmatch(rf"{re.escape(fam)}_tgs(\d+)", w)]
+            out.append(f"`{fam}_tgs{{{','.join(tgs)}}}`" if len(tgs) > 1 else f"`{fam}_tgs{tgs[0]}`")
+        else:
+            out.append(f"`{v}`")
+    return ", ".join(out)
+
+
+def shape_kinds(c, lesson, variant, shapes):
+    """'fp16, D 128, block 16' for the rows of `shapes` (each distinct combination once)."""
+    kinds = []
+    for s in shapes:
+        r = c.row(lesson, variant, s)
+        k = f"{r['dtype']}, D {r['D']}, block {r['block_size']}"
+        if k not in kinds:
+            kinds.append(k)
+    return "; ".join(kinds)
+
+
+def lesson02_steps_present(c):
+    """Lesson 02's step variants in this CSV, in ladder order (absent ones are named apart)."""
+    have = c.variants("02")
+    present = [v for v in LESSON02_STEP_VARIANTS if v in have]
+    if not present:
+        raise TableError(f"{c.rel}: no lesson 02 step variant ({variant_list(LESSON02_STEP_VARIANTS)})")
+    return present, [v for v in LESSON02_STEP_VARIANTS if v not in have]
+
+
+def best_of(c, lesson, variants, shape):
+    """The fastest (L2-cold median) of `variants` on `shape`; every one must have a row."""
+    rows = [c.row(lesson, v, shape) for v in variants]
+    return min(rows, key=lambda r: float(r["us_median"]))
+
+
+def absent_note(absent):
+    return f"; not in this CSV: {variant_list(absent)}" if absent else ""
+
+
+def wrap_prose(md):
+    """Wraps the paragraphs of a table's markdown (not its tables) as the READMEs are."""
+    return "\n\n".join(p if p.startswith("|") else textwrap.fill(p, width=92, break_long_words=False,
+                                                                 break_on_hyphens=False)
+                        for p in md.split("\n\n"))
+
+
+# ---------------------------------------------------------------------------------------
+# The tables. Each takes a Ctx and returns the markdown between its markers.
+
+TABLES = {}
+
+
+def register(name):
+    def deco(fn):
+        TABLES[name] = fn
+        return fn
+    return deco
+
+
+@register("results_so_far")
+def t_results_so_far(ctx):
+    """README.md: Table A, L2-cold: lesson 01 (lesson01.csv) beside lesson 02's fastest step and
+    its auto choice (lesson02.csv), with % of read bandwidth; one table per GPU with a lesson02.csv."""
+    parts = []
+    for gpu in ctx.data.gpus_or_error("lesson02.csv"):
+        c1, c2 = ctx.data.get(gpu, "lesson01.csv"), ctx.data.get(gpu, "lesson02.csv")
+        steps, absent = lesson02_steps_present(c2)
+        rows = []
+        for s in TABLE_A:
+            n = c1.row("01", "naive", s)
+            b = best_of(c2, "02", steps, s)
+            a = c2.row("02", "auto", s)
+            if not a.get("auto_pick"):
+                raise TableError(f"{c2.rel}: the auto row of {s} has no auto_pick")
+            rows.append([s, f"{n['H']} / {n['Hkv']}", us1(n["us_median"]), pct(n), b["variant"],
+                         us1(b["us_median"]), pct(b), b.get("ctas", ""), a["auto_pick"],
+                         us1(a["us_median"]), pct(a)])
+        parts.append(
+            f"**{gpu_name(gpu)}.** Lesson 01 from {ctx.link(c1)} (that run's streaming read: "
+            f"{c1.read_bw()}); lesson 02 from {ctx.link(c2)} ({c2.read_bw()}); each % is against its "
+            f"own run's figure. Table A shapes, {shape_kinds(c1, '01', 'naive', TABLE_A)}; L2-cold "
+            f"medians, us. \"Best\" is the fastest of lesson 02's steps ({variant_list(steps)}"
+            f"{absent_note(absent)}); `auto` is the lesson's own choice (CSV column `auto_pick`).\n\n"
+            + table(["shape", "H / Hkv", "lesson 01 us", "% read BW", "lesson 02 best", "us", "% read BW",
+                     "CTAs", "auto pick", "auto us", "% read BW"], rows, right={2, 3, 5, 6, 7, 9, 10}))
+    return "\n\n".join(parts)
+
+
+@register("lesson01_results")
+def t_lesson01_results(ctx):
+    """Lesson 01 README: the naive kernel on Table A and two Table C shapes, L2-hot and L2-cold,
+    with MiB moved, CTAs, cold GB/s and % of read bandwidth; one table per GPU with a lesson01.csv."""
+    parts = []
+    for gpu in ctx.data.gpus_or_error("lesson01.csv"):
+        c = ctx.data.get(gpu, "lesson01.csv")
+        rows = []
+        for s in LESSON01_SHAPES:
+            hot, cold = c.row("01", "naive", s, "hot"), c.row("01", "naive", s, "cold")
+            name = s if cold["dtype"] == "fp16" else f"{s} ({cold['dtype']})"
+            rows.append([name, mib(cold), cold.get("ctas", ""), us1(hot["us_median"]), us1(cold["us_median"]),
+                         f"{float(cold['gbps']):.0f}", pct(cold)])
+        parts.append(
+            f"**{gpu_name(gpu)}**, data {ctx.link(c)}; streaming read bandwidth measured in that run: "
+            f"{c.read_bw()} (from the rows' GB/s over their % read BW).\n\n"
+            + table(["shape", "MiB", "CTAs", "hot us", "cold us", "cold GB/s", "% read BW"], rows,
+                    right={1, 2, 3, 4, 5, 6}))
+    return "\n\n".join(parts)
+
+
+@register("lesson01_best_worst")
+def t_lesson01_best_worst(ctx):
+    """Lesson 01 README: one sentence per GPU, the highest and lowest L2-cold % of read bandwidth
+    among the shapes of lesson01_results."""
+    lines = []
+    for gpu in ctx.data.gpus_or_error("lesson01.csv"):
+        c = ctx.data.get(gpu, "lesson01.csv")
+        rows = [c.row("01", "naive", s) for s in LESSON01_SHAPES]
+        hi = max(float(r["pct_read_bw"]) for r in rows)
+        lo = min(float(r["pct_read_bw"]) for r in rows)
+        at = lambda v: ", ".join(r["shape"] for r in rows if float(r["pct_read_bw"]) == v)  # noqa: E731
+        lines.append(f"On the {GPU_SHORT.get(gpu, gpu)} ({c.rel}), the best row of the table uses {hi:.1f} % "
+                     f"of the read bandwidth ({at(hi)}); the worst, {lo:.1f} % ({at(lo)}).")
+    return "\n".join(lines)
+
+
+@register("lesson01_posts")
+def t_lesson01_posts(ctx):
+    """Lesson 01 README: the L4 post's single-pass kernel (published ms) beside lesson 01's naive
+    kernel, L2-cold, one column per GPU with a lesson01.csv."""
+    gpus = ctx.data.gpus_or_error("lesson01.csv")
+    cs = [ctx.data.get(g, "lesson01.csv") for g in gpus]
+    rows, slower = [], {g: 0 for g in gpus}
+    for s, post in POST_L4_SINGLE_PASS_MS.items():
+        ours = [float(c.row("01", "naive", s)["us_median"]) / 1000 for c in cs]
+        for g, ms in zip(gpus, ours):
+            slower[g] += ms > post
+        rows.append([s, f"{post:.3f}"] + [f"{ms:.3f}" for ms in ours])
+    src = "; ".join(f"{GPU_SHORT.get(g, g)}: {ctx.link(c)}" for g, c in zip(gpus, cs))
+    n = len(POST_L4_SINGLE_PASS_MS)
+    verdict = " ".join(
+        f"On the {GPU_SHORT.get(g, g)}, the naive kernel is slower than the post's kernel on the L4 on "
+        f"{'every one' if k == n else f'{k}'} of these {n} shapes." for g, k in slower.items())
+    return (f"The L4 post's times are as it published them; ours are L2-cold medians ({src}).\n\n"
+            + table(["shape", "L4 post, single pass, ms"]
+                    + [f"lesson 01 naive, {GPU_SHORT.get(g, g)}, ms" for g in gpus], rows,
+                    right=set(range(1, 2 + len(gpus))))
+            + "\n\n" + verdict)
+
+
+@register("lesson02_table_a")
+def t_lesson02_table_a(ctx):
+    """Lesson 02 README: Table A, L2-cold: lesson 01 (its rows in lesson02.csv), lesson 02's
+    fastest step with its time, speedup and % of read bandwidth, and auto's pick and time."""
+    parts = []
+    for gpu in ctx.data.gpus_or_error("lesson02.csv"):
+        c = ctx.data.get(gpu, "lesson02.csv")
+        steps, absent = lesson02_steps_present(c)
+        rows = []
+        for s in TABLE_A:
+            n = c.row("01", "naive", s)
+            b = best_of(c, "02", steps, s)
+            a = c.row("02", "auto", s)
+            if not a.get("auto_pick"):
+                raise TableError(f"{c.rel}: the auto row of {s} has no auto_pick")
+            rows.append([s, f"{n['H']} / {n['Hkv']}", us1(n["us_median"]), b["variant"], us1(b["us_median"]),
+                         f"{float(n['us_median']) / float(b['us_median']):.1f}x", pct(b), a["auto_pick"],
+                         us1(a["us_median"])])
+        parts.append(
+            f"**{gpu_name(gpu)}**, data {ctx.link(c)} (lesson 01 and lesson 02 from the same run; "
+            f"streaming read {c.read_bw()}). Table A shapes, {shape_kinds(c, '01', 'naive', TABLE_A)}; "
+            f"L2-cold medians, us. \"Best\" is the fastest of {variant_list(steps)}{absent_note(absent)}.\n\n"
+            + table(["shape", "H / Hkv", "lesson 01 us", "lesson 02 best", "us", "speedup", "% read BW",
+                     "auto pick", "auto us"], rows, right={2, 4, 5, 6, 8}))
+    return "\n\n".join(parts)
+
+
+@register("lesson02_ladder")
+def t_lesson02_ladder(ctx):
+    """Lesson 02 README: per shape (Table A, then Table C), the L2-cold time of lesson 01 and of
+    each lesson-02 step (a step with a TGS: its fastest TGS, named), to show what each idea bought."""
+    parts = []
+    for gpu in ctx.data.gpus_or_error("lesson02.csv"):
+        c = ctx.data.get(gpu, "lesson02.csv")
+        have = c.variants("02")
+        cols = [(step, fam, tgs) for step, fam, tgs in LESSON02_STEPS
+                if any(v in have for v in family_variants(fam, tgs))]
+        absent = [v for v in LESSON02_STEP_VARIANTS if v not in have]
+        if not cols:
+            raise TableError(f"{c.rel}: no lesson 02 step variant ({variant_list(LESSON02_STEP_VARIANTS)})")
+        rows = []
+        for s in TABLE_A + TABLE_C:
+            row = [s, us_ladder(c.row("01", "naive", s)["us_median"])]
+            for _, fam, tgs in cols:
+                vs = [v for v in family_variants(fam, tgs) if v in have]
+                b = best_of(c, "02", vs, s)
+                cell = us_ladder(b["us_median"])
+                if tgs:
+                    cell += f" ({b['variant'].rsplit('_tgs', 1)[1]})"
+                row.append(cell)
+            rows.append(row)
+        kinds = f"Table A: {shape_kinds(c, '01', 'naive', TABLE_A)}; Table C: {shape_kinds(c, '01', 'naive', TABLE_C)}"
+        parts.append(
+            f"**{gpu_name(gpu)}**, data {ctx.link(c)}. L2-cold medians, us ({kinds}); "
+            f"for a step with a thread-group size, its fastest TGS in parentheses{absent_note(absent)}.\n\n"
+            + table(["shape", "lesson 01 `naive`"] + [f"{step}. `{fam}`" for step, fam, _ in cols], rows,
+                    right=set(range(1, 2 + len(cols)))))
+    return "\n\n".join(parts)
+
+
+@register("lesson02_tgs_sweep")
+def t_lesson02_tgs_sweep(ctx):
+    """Lesson 02 README: Table C TGS-sweep shapes, L2-cold, wide_loads and grouped at TGS 4/8/16,
+    the fastest of the six, and the H200 post's TGS 4/8/16 (published us) beside."""
+    fams = ("wide_loads", "grouped")
+    parts = []
+    for gpu in ctx.data.gpus_or_error("lesson02.csv"):
+        c = ctx.data.get(gpu, "lesson02.csv")
+        rows = []
+        for s in TABLE_C_TGS_SWEEP:
+            cells, all_rows = [], []
+            for fam in fams:
+                rs = [c.row("02", v, s) for v in family_variants(fam, True)]
+                all_rows += rs
+                cells.append(" / ".join(us2(r["us_median"]) for r in rs))
+            b = min(all_rows, key=lambda r: float(r["us_median"]))
+            post = POST_H200_TGS_SWEEP_US[s]
+            post_best = TGS[min(range(3), key=lambda i: post[i])]
+            rows.append([s] + cells + [f"`{b['variant']}` {us2(b['us_median'])}",
+                                       " / ".join(f"{p:.2f}" for p in post) + f" ({post_best})"])
+        parts.append(
+            f"**{gpu_name(gpu)}**, data {ctx.link(c)}: L2-cold medians, us "
+            f"({shape_kinds(c, '02', 'grouped_tgs4', TABLE_C_TGS_SWEEP)}). The post's numbers are the H200 "
+            f"post's, as published (its gated attention kernel; best TGS in parentheses).\n\n"
+            + table(["shape", "`wide_loads` TGS 4 / 8 / 16", "`grouped` TGS 4 / 8 / 16", "best of the six",
+                     "H200 post TGS 4 / 8 / 16"], rows))
+    return "\n\n".join(parts)
+
+
+@register("lesson02_arch")
+def t_lesson02_arch(ctx):
+    """Lesson 02 README: Table A, auto's pick and L2-cold time in the native build (lesson02.csv)
+    beside the sm_80 build (lesson02_sm80.csv), one table per GPU with a lesson02_sm80.csv."""
+    parts = []
+    for gpu in ctx.data.gpus_or_error("lesson02_sm80.csv"):
+        cn, c80 = ctx.data.get(gpu, "lesson02.csv"), ctx.data.get(gpu, "lesson02_sm80.csv")
+        rows = []
+        for s in TABLE_A:
+            a, b = cn.row("02", "auto", s), c80.row("02", "auto", s)
+            rows.append([s, a.get("auto_pick", ""), us1(a["us_median"]), b.get("auto_pick", ""),
+                         us1(b["us_median"]), f"{float(b['us_median']) / float(a['us_median']):.2f}"])
+        parts.append(
+            f"**{gpu_name(gpu)}**: native build {ctx.link(cn)} (streaming read {cn.read_bw()}), sm_80 build "
+            f"{ctx.link(c80)} ({c80.read_bw()}). `auto`, L2-cold medians, us.\n\n"
+            + table(["shape", "native: auto pick", "us", "sm_80: auto pick", "us", "sm_80 / native"], rows,
+                    right={2, 4, 5}))
+    return "\n\n".join(parts)
+
+
+@register("lesson02_timeline")
+def t_lesson02_timeline(ctx):
+    """Lesson 02 README: where step 5's time goes (lesson02_timeline.csv, `--timeline`): per
+    Table A shape, the first tile, when 10/90/100 % of the bytes had landed, the CTA ends, the
+    steady rate, one CTA's rate and the split of the last CTA's end."""
+    parts = []
+    for gpu in ctx.data.gpus_or_error("lesson02_timeline.csv"):
+        c = ctx.data.get(gpu, "lesson02_timeline.csv")
+        variants = sorted(c.variants("02"))
+        if len(variants) != 1:
+            raise TableError(f"{c.rel}: expected the rows of one timeline build, found {variants}")
+        v = variants[0]
+        bw = float(c.read_bw().split()[0])
+        rows = []
+        for s in TABLE_A:
+            r = c.row("02", v, s)
+            steady = r.get("steady_gbps", "")
+            rows.append([
+                s, f"{r['ctas']} ({r['ctas_per_sm']})", f"{float(r['first_tile_p50_us']):.1f}",
+                " / ".join(f"{float(r[k]):.1f}" for k in ("landed_10_us", "landed_90_us", "landed_all_us")),
+                " / ".join(f"{float(r[k]):.1f}" for k in ("end_first_us", "end_p50_us", "us_median")),
+                f"{float(steady):.0f} ({100 * float(steady) / bw:.1f})" if steady else "-",
+                " / ".join(f"{float(r[k]):.1f}" for k in ("cta_gbps_p10", "cta_gbps_p50", "cta_gbps_p90")),
+                " + ".join(f"{float(r[k]):.1f}" for k in ("at_steady_us", "startup_us", "tail_us"))
+                if steady else "-"])
+        parts.append(
+            f"**{gpu_name(gpu)}**, data {ctx.link(c)} (`{v}`; streaming read {c.read_bw()}). Times in us from the "
+            f"first CTA's start, of the L2-cold launch whose last CTA ended in the middle of seven; a span here "
+            f"leaves out the launch's own overhead, so it is a little shorter than the timed medians. \"-\": no "
+            f"steady state (the 10-90 % window is under half of the run).\n\n"
+            + table(["shape", "CTAs (per SM)", "first tile lands (p50)", "bytes landed 10 / 90 / 100 %",
+                     "CTA ends first / p50 / last", "steady GB/s (% read BW)", "one CTA's GB/s p10 / p50 / p90",
+                     "at steady + start-up + tail"], rows, right={2}))
+    return "\n\n".join(parts)
+
+
+# ---------------------------------------------------------------------------------------
+# The READMEs
+
+OPEN = re.compile(r"^<!-- table:(\S+) -->$")
+CLOSE = re.compile(r"^<!-- /table:(\S+) -->$")
+
+
+def render(text, ctx, where):
+    """(new text, [(name, changed)], [error lines]) for one README's text."""
+    lines = text.split("\n")
+    out, blocks, errors = [], [], []
+    i = 0
+    while i < len(lines):
+        line = lines[i]
+        m_close = CLOSE.match(line)
+        if m_close:
+            errors.append(f"{where}:{i + 1}: closing marker of table '{m_close.group(1)}' without its opening marker")
+            out.append(line)
+            i += 1
+            continue
+        m = OPEN.match(line)
+        if not m:
+            out.append(line)
+            i += 1
+            continue
+        name = m.group(1)
+        j = i + 1
+        while j < len(lines) and not CLOSE.match(lines[j]) and not OPEN.match(lines[j]):
+            j += 1
+        if j == len(lines) or OPEN.match(lines[j]) or CLOSE.match(lines[j]).group(1) != name:
+            errors.append(f"{where}:{i + 1}: table '{name}' has no closing marker <!-- /table:{name} -->")
+            out.extend(lines[i:j])
+            i = j
+            continue
+        old = lines[i + 1:j]
+        fn = TABLES.get(name)
+        if fn is None:
+            errors.append(f"{where}:{i + 1}: unknown table '{name}' (python3 plots/tables.py --list names them)")
+            new = old
+        else:
+            try:
+                new = ["", *wrap_prose(fn(ctx)).split("\n"), ""]
+            except TableError as e:
+                errors.append(f"{where}:{i + 1}: table {name}: {e}")
+                new = old
+            else:
+                blocks.append((name, new != old))
+        out += [line, *new, lines[j]]
+        i = j + 1
+    return "\n".join(out), blocks, errors
+
+
+def readmes(root):
+    root = Path(root)
+    files = [root / "README.md"] + sorted((root / "lessons").glob("*/README.md"))
+    return [f for f in files if f.is_file()]
+
+
+def run(root, data_dir, check, out=sys.stdout):
+    data = Data(data_dir, root)
+    problems, count, rewritten = 0, 0, 0
+    for path in readmes(root):
+        where = rel_posix(path, root)
+        text = path.read_text()
+        new, blocks, errors = render(text, Ctx(data, path), where)
+        for e in errors:
+            print(e, file=out)
+        problems += len(errors)
+        count += len(blocks)
+        for name, changed in blocks:
+            if not changed:
+                continue
+            if check:
+                print(f"{where}: table {name} differs from the CSVs (python3 plots/tables.py rewrites it)", file=out)
+                problems += 1
+            else:
+                print(f"{where}: table {name} rewritten", file=out)
+                rewritten += 1
+        if not check and new != text:
+            path.write_text(new)
+    if problems == 0:
+        if check:
+            print(f"README tables match the CSVs ({count} tables)", file=out)
+        else:
+            print(f"{count} tables, {rewritten} rewritten", file=out)
+    return 1 if problems else 0
+
+
+# ---------------------------------------------------------------------------------------
+# Self-test: tiny CSVs in a temporary folder
+
+HEADER = ("gpu,lesson,variant,shape,dtype,B,H,Hkv,D,ctx,block_size,l2,us_median,us_min,bytes,gbps,"
+          "pct_read_bw,flops,tflops,pct_mma_peak,check,rel_err,ctas,ctas_per_sm,waves")
+
+
+def _fake_row(shape, variant, l2, us, read_bw=4000.0, lesson="01"):
+    nbytes = 16 * 1048576
+    gbps = nbytes / us / 1e3
+    return (f"h200,{lesson},{variant},{shape},fp16,1,32,32,128,1024,16,{l2},{us:.3f},{us:.3f},{nbytes},"
+            f"{gbps:.1f},{100 * gbps / read_bw:.1f},,,,PASS,1e-4,32,1,0.1")
+
+
+def self_test():
+    failures = []
+
+    def expect(cond, what):
+        if not cond:
+            failures.append(what)
+
+    rows = [HEADER]
+    for k, s in enumerate(LESSON01_SHAPES):
+        rows.append(_fake_row(s, "naive", "hot", 10.0 + k))
+        rows.append(_fake_row(s, "naive", "cold", 20.0 + k))
+    good_csv = "\n".join(rows) + "\n"
+    readme = ("# Title\n\nprose before, kept\n\n<!-- table:lesson01_results -->\nstale\n"
+              "<!-- /table:lesson01_results -->\n\nprose after, kept\n")
+
+    with tempfile.TemporaryDirectory() as tmp:
+        root = Path(tmp)
+        (root / "plots/data/h200").mkdir(parents=True)
+        csv_path = root / "plots/data/h200/lesson01.csv"
+        csv_path.write_text(good_csv)
+        (root / "README.md").write_text(readme)
+
+        def go(check):
+            buf = io.StringIO()
+            rc = run(root, root / "plots/data", check, out=buf)
+            return rc, buf.getvalue()
+
+        rc, msg = go(True)
+        expect(rc == 1 and "README.md: table lesson01_results differs" in msg,
+               f"--check on a stale block: exit 1 and name it (got {rc}: {msg!r})")
+        expect((root / "README.md").read_text() == readme, "--check must not write")
+
+        rc, msg = go(False)
+        text = (root / "README.md").read_text()
+        expect(rc == 0, f"rewrite exits 0 (got {rc}: {msg!r})")
+        expect(text.startswith("# Title\n\nprose before, kept\n\n<!-- table:lesson01_results -->\n\n")
+               and text.endswith("\n\n<!-- /table:lesson01_results -->\n\nprose after, kept\n"),
+               "text outside the markers is kept, the block replaced whole")
+        expect("stale" not in text, "the old block content is gone")
+        expect("| llama7b-B1-ctx1k | 16 | 32 | 10.0 | 20.0 |" in text, "a row formatted as the README has it")
+        expect("| h8kv4-B32-ctx256 (fp16) |" not in text, "dtype suffix only for non-fp16 rows")
+        expect("4000 GB/s" in text, f"read bandwidth derived from gbps and pct_read_bw: {text[:400]!r}")
+        expect("plots/data/h200/lesson01.csv" in text and "NVIDIA H200" in text, "the block names its GPU and CSV")
+
+        rc, msg = go(True)
+        expect(rc == 0 and "match" in msg, f"--check after a rewrite exits 0 (got {rc}: {msg!r})")
+
+        # A missing row is an error in both modes, and leaves the block as it was.
+        csv_path.write_text("\n".join(r for r in rows if ",mqa-B1-ctx4k," not in r or ",cold," not in r) + "\n")
+        rc, msg = go(True)
+        expect(rc == 1 and "no cold row for lesson 01 naive on mqa-B1-ctx4k" in msg,
+               f"missing row: exit 1 naming it (got {rc}: {msg!r})")
+        rc, msg = go(False)
+        expect(rc == 1 and (root / "README.md").read_text() == text, "a failing table is not rewritten")
+
+        # Rows of another GPU in a GPU's folder are an error.
+        csv_path.write_text(good_csv.replace("\nh200,", "\nh100,", 1))
+        rc, msg = go(True)
+        expect(rc == 1 and "rows of another GPU (h100)" in msg, f"wrong GPU: exit 1 (got {rc}: {msg!r})")
+
+        # A FAILed check is an error, not a number.
+        csv_path.write_text(good_csv.replace("PASS", "FAIL", 1))
+        rc, msg = go(True)
+        expect(rc == 1 and "not PASS" in msg, f"FAILed row: exit 1 (got {rc}: {msg!r})")
+
+        # Unknown names and unbalanced markers.
+        csv_path.write_text(good_csv)
+        (root / "README.md").write_text(text + "\n<!-- table:no_such_table -->\n<!-- /table:no_such_table -->\n"
+                                        "<!-- table:lesson01_posts -->\nno end\n")
+        rc, msg = go(True)
+        expect(rc == 1 and "unknown table 'no_such_table'" in msg and "no closing marker" in msg,
+               f"unknown name and unclosed marker: exit 1 (got {rc}: {msg!r})")
+
+        # A CSV that does not exist is an error when its block is present.
+        (root / "README.md").write_text("<!-- table:lesson02_arch -->\n<!-- /table:lesson02_arch -->\n")
+        rc, msg = go(True)
+        expect(rc == 1 and "lesson02_sm80.csv for any GPU" in msg, f"missing CSV: exit 1 (got {rc}: {msg!r})")
+
+    expect(variant_list(["a_tgs4", "a_tgs8", "a_tgs16", "b"]) == "`a_tgs{4,8,16}`, `b`", "variant_list")
+    for f in failures:
+        print(f"self-test FAILED: {f}")
+    if not failures:
+        print("self-test passed")
+    return 1 if failures else 0
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description="Write the README results tables from the committed CSVs.")
+    ap.add_argument("--check", action="store_true", help="rewrite nothing; exit 1 if any table differs")
+    ap.add_argument("--list", action="store_true", help="name the tables and what each shows")
+    ap.add_argument("--self-test", action="store_true", help="test this script on tiny CSVs")
+    ap.add_argument("--root", default=str(REPO), help="repository whose READMEs to process (default: this one)")
+    ap.add_argument("--data", default=None, help="the plots/data folder to read (default: ROOT/plots/data)")
+    args = ap.parse_args(argv)
+    if args.self_test:
+        return self_test()
+    if args.list:
+        for name, fn in TABLES.items():
+            print(f"{name}: {' '.join(fn.__doc__.split())}")
+        return 0
+    root = Path(args.root)
+    return run(root, Path(args.data) if args.data else root / "plots" / "data", args.check)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
