@@ -551,6 +551,293 @@ def t_lesson02_timeline(ctx):
 
 
 # ---------------------------------------------------------------------------------------
+# Lesson 07: the KV hand-off. Its CSV has one row per (variant, shape, stage), so rows are
+# looked up with the stage as well; its percentages are of the measured copy bandwidth
+# (`pct_copy_bw`), not of the read bandwidth.
+
+LESSON07_TOKENS = (256, 4096, 32768)
+LESSON07_LAYERS = 32
+# (shape suffix, what it is); the model has 8 KV heads unless the suffix says -kv<heads>.
+LESSON07_PAIRS = (("tp4to2", "TP 4 -> 2, 8 KV heads"), ("tp2to4", "TP 2 -> 4, 8 KV heads"),
+                  ("tp1to4-kv2", "TP 1 -> 4, 2 KV heads"))
+LESSON07_PER_TOKEN_MAX = 4096  # lesson07_kv_staging runs per_token up to this many tokens (kPerTokenMaxTokens)
+LESSON07_STAGES = ("gather", "transfer", "scatter", "total")
+# Variants as the tables list them: the one-GPU ones every run has, then the two-GPU ones
+# (prefill ranks on GPU 0, decode ranks on GPU 1), which a run with one GPU cannot make.
+LESSON07_ONE_GPU = ("per_layer", "staged")
+LESSON07_TWO_GPU = ("staged_peer", "staged_nccl")
+LESSON07_NEEDS = {"memcpy_peer": "two GPUs", "staged_peer": "two GPUs",
+                  "staged_nccl": "two GPUs and a build with NCCL"}
+
+
+def l07_shape(tokens, pair):
+    return f"T{tokens}-L{LESSON07_LAYERS}-{pair}"
+
+
+class Lesson07Csv:
+    """lesson07.csv's rows by (variant, shape, stage)."""
+
+    def __init__(self, c):
+        self.c = c
+        rows = [r for r in c.rows if r.get("lesson") == "07"]
+        if not rows:
+            raise TableError(f"{c.rel}: no lesson 07 rows")
+        for col in ("stage", "copies", "pct_copy_bw", "gpus"):
+            if col not in rows[0]:
+                raise TableError(f"{c.rel}: no column '{col}'")
+        self.by, self.dup = {}, set()
+        for r in rows:
+            key = (r["variant"], r["shape"], r["stage"])
+            if key in self.by:
+                self.dup.add(key)
+            self.by[key] = r
+        self.variants = {r["variant"] for r in rows}
+
+    def find(self, variant, shape, stage):
+        key = (variant, shape, stage)
+        if key in self.dup:
+            raise TableError(f"{self.c.rel}: more than one lesson 07 {variant} {stage} row on {shape}")
+        r = self.by.get(key)
+        if r is not None and r.get("check") != "PASS":
+            raise TableError(f"{self.c.rel}: lesson 07 {variant} {stage} on {shape} has check '{r.get('check')}', not PASS")
+        return r
+
+    def row(self, variant, shape, stage):
+        r = self.find(variant, shape, stage)
+        if r is None:
+            raise TableError(f"{self.c.rel}: no lesson 07 {variant} {stage} row on {shape}")
+        return r
+
+    def has(self, variant):
+        return variant in self.variants
+
+    def per_token_tokens(self):
+        """Token counts with a per_token row: every one up to LESSON07_PER_TOKEN_MAX must have it."""
+        have = [t for t in LESSON07_TOKENS if any(self.find("per_token", l07_shape(t, p), "total")
+                                                    for p, _ in LESSON07_PAIRS)]
+        for t in LESSON07_TOKENS:
+            if t <= LESSON07_PER_TOKEN_MAX or t in have:
+                for p, _ in LESSON07_PAIRS:
+                    self.row("per_token", l07_shape(t, p), "total")
+        return [t for t in LESSON07_TOKENS if t <= LESSON07_PER_TOKEN_MAX or t in have]
+
+    def two_gpu(self):
+        """The two-GPU variants (and the memcpy_peer ceiling) this CSV has, and those it lacks."""
+        allv = ("memcpy_peer",) + LESSON07_TWO_GPU
+        return [v for v in allv if self.has(v)], [v for v in allv if not self.has(v)]
+
+    def bandwidth(self, peer):
+        """The run's copy bandwidth (peer: GPU 0 -> GPU 1), GB/s as text, bracketed from each row's
+        bytes / us_median over its pct_copy_bw (printed to 0.1), as Csv.read_bw does."""
+        lo, hi = 0.0, math.inf
+        for r in self.by.values():
+            if (r.get("gpus") == "2" and r.get("stage") == "transfer") != peer:
+                continue
+            try:
+                nbytes, us, p = float(r["bytes"]), float(r["us_median"]), float(r["pct_copy_bw"])
+            except (KeyError, TypeError, ValueError):
+                continue
+            if p <= 0.05 or us <= 0.0005:
+                continue
+            lo = max(lo, nbytes / (us + 0.0005) / 1e3 * 100 / (p + 0.05))
+            hi = min(hi, nbytes / (us - 0.0005) / 1e3 * 100 / (p - 0.05))
+        what = "peer" if peer else "copy"
+        if lo == 0 or hi == math.inf or hi < lo:
+            raise TableError(f"{self.c.rel}: its bytes, us_median and pct_copy_bw do not give one {what} bandwidth")
+        a, b = math.ceil(lo), math.floor(hi)
+        return f"{round((lo + hi) / 2)} GB/s" if a >= b else f"{a} to {b} GB/s"
+
+
+def l07_cell(r):
+    """'2072.2 (97.4)': median us and % of the copy bandwidth."""
+    return f"{l07_us(r['us_median'])} ({float(r['pct_copy_bw']):.1f})"
+
+
+def l07_mib(nbytes):
+    return f"{float(nbytes) / 1048576:.0f}"
+
+
+def l07_us(x):
+    """Median us: one decimal, and thousands separated from 10,000 us on (per_token's seconds)."""
+    return f"{float(x):,.0f}" if float(x) >= 10000 else us1(x)
+
+
+def l07_absent_line(l7, absent):
+    """One line naming the two-GPU rows the CSV lacks: a run cannot make them without a second GPU
+    (or, for staged_nccl, without NCCL); that is not an error."""
+    if not absent:
+        return ""
+    names = ", ".join(f"`{v}` (needs {LESSON07_NEEDS[v]})" for v in absent)
+    one_gpu = all(r.get("gpus") == "1" for r in l7.by.values())
+    why = "every row of this run has `gpus` 1" if one_gpu else "this run did not make them"
+    return f" Not in this CSV ({why}): {names}."
+
+
+def l07_intro(ctx, gpu, l7, c):
+    present, absent = l7.two_gpu()
+    bw = f"measured device-to-device copy {l7.bandwidth(False)}"
+    if any(l7.find(v, l07_shape(t, p), "transfer") for v in present for t in LESSON07_TOKENS for p, _ in LESSON07_PAIRS):
+        bw += f", GPU 0 -> GPU 1 peer copy {l7.bandwidth(True)}"
+    return (f"**{gpu_name(gpu)}**, data {ctx.link(c)} ({bw}, bytes read + written; from the rows' GB/s over "
+            f"their % copy BW). Medians of the run's repetitions, buffers reused (`l2` hot); D 128, bf16, "
+            f"page 16, {LESSON07_LAYERS} layers.{l07_absent_line(l7, absent)}")
+
+
+@register("lesson07")
+def t_lesson07(ctx):
+    """Lesson 07 README: the KV hand-off (lesson07.csv). Per TP pair at the largest token count: each
+    variant's copy calls and time per stage (gather / transfer / scatter / total) with % of the measured
+    copy bandwidth, and the memcpy ceiling; then, at every token count, the totals of every variant.
+    Two-GPU rows (staged_peer, staged_nccl, memcpy_peer) where the CSV has them, else named in a line."""
+    parts = []
+    for gpu in ctx.data.gpus_or_error("lesson07.csv"):
+        c = ctx.data.get(gpu, "lesson07.csv")
+        l7 = Lesson07Csv(c)
+        present, _ = l7.two_gpu()
+        pt_tokens = l7.per_token_tokens()
+        variants = list(LESSON07_ONE_GPU) + [v for v in LESSON07_TWO_GPU if v in present]
+        big = LESSON07_TOKENS[-1]
+
+        # 1. every stage, at the largest token count
+        rows = []
+        for pair, what in LESSON07_PAIRS:
+            s = l07_shape(big, pair)
+            m = l7.row("memcpy", s, "transfer")
+            label = f"{what} (S = {l07_mib(float(m['bytes']) / 2)} MiB)"
+            rows.append([label, "`memcpy` of S", "1", "", l07_cell(m), "", "", f"{float(m['gbps']):.0f}"])
+            if "memcpy_peer" in present:
+                mp = l7.row("memcpy_peer", s, "transfer")
+                rows.append([label, "`memcpy_peer` of S", "1", "", l07_cell(mp), "", "", f"{float(mp['gbps']):.0f}"])
+            if big in pt_tokens:
+                pt = l7.row("per_token", s, "total")
+                rows.append([label, "`per_token`", f"{int(pt['copies']):,}", "", "", "", l07_cell(pt),
+                             f"{float(pt['gbps']):.1f}"])
+            for v in variants:
+                st = {k: l7.row(v, s, k) for k in LESSON07_STAGES}
+                calls = " + ".join(st[k]["copies"] for k in LESSON07_STAGES[:3])
+                rows.append([label, f"`{v}`", calls] + [l07_cell(st[k]) for k in LESSON07_STAGES]
+                            + [f"{float(st['total']['gbps']):.0f}"])
+        for i in range(len(rows) - 1, 0, -1):  # name each TP pair once
+            if rows[i][0] == rows[i - 1][0]:
+                rows[i][0] = ""
+        peer_note = (" On the two-GPU rows, `transfer` and `memcpy_peer` are against the peer copy; their "
+                     "gather, scatter and total against the device-to-device copy." if present else "")
+        parts.append(
+            l07_intro(ctx, gpu, l7, c) + "\n\n"
+            + f"**Every stage at {big} tokens.** Each cell: median us (% of the measured copy bandwidth). A "
+            f"stage moves the hand-off's S bytes once (2S read + written); `total` runs the three stages "
+            f"in a row (6S); `per_token` moves S once, pool to pool (2S). Copy calls: launches or copies "
+            f"of gather + transfer + scatter.{peer_note}\n\n"
+            + table(["TP pair", "variant", "copy calls", "gather", "transfer", "scatter", "total", "GB/s"], rows,
+                    right={2, 3, 4, 5, 6, 7}))
+
+        # 2. totals at every token count
+        head = ["shape", "S, MiB", "`memcpy` of S, us", "`per_token` us"] + [f"`{v}` total" for v in variants] \
+            + ["`staged` % copy BW: gather / transfer / scatter", "copy calls: " + " / ".join(
+                ["`per_token`"] + [f"`{v}`" for v in variants])]
+        rows = []
+        for t in LESSON07_TOKENS:
+            for pair, _ in LESSON07_PAIRS:
+                s = l07_shape(t, pair)
+                m = l7.row("memcpy", s, "transfer")
+                pt = l7.row("per_token", s, "total") if t in pt_tokens else None
+                tot = [l7.row(v, s, "total") for v in variants]
+                stg = [l7.row("staged", s, k) for k in LESSON07_STAGES[:3]]
+                rows.append([s, l07_mib(float(m["bytes"]) / 2), us1(m["us_median"]),
+                             l07_us(pt["us_median"]) if pt else "-"] + [l07_cell(r) for r in tot]
+                            + [" / ".join(f"{float(r['pct_copy_bw']):.1f}" for r in stg),
+                               " / ".join([f"{int(pt['copies']):,}" if pt else "-"] + [r["copies"] for r in tot])])
+        not_run = [t for t in LESSON07_TOKENS if t not in pt_tokens]
+        pt_note = (f" `per_token` is not run above {LESSON07_PER_TOKEN_MAX} tokens (\"-\"): one run would be "
+                   f"millions of copy calls." if not_run else "")
+        parts.append(
+            f"**Totals at every token count.** `total` cells: median us (% of the copy bandwidth, 6S over "
+            f"the time); `per_token`: median us of one hand-off (it moves S once); the `staged` stages as % "
+            f"of the copy bandwidth.{pt_note}\n\n"
+            + table(head, rows, right=set(range(1, len(head)))))
+    return "\n\n".join(parts)
+
+
+@register("lesson07_speedup")
+def t_lesson07_speedup(ctx):
+    """Lesson 07 README: staged (total of gather, transfer, scatter) against per_token at every token
+    count where per_token was run (lesson07.csv): copy calls, times, time per per_token call, speedup."""
+    parts = []
+    for gpu in ctx.data.gpus_or_error("lesson07.csv"):
+        c = ctx.data.get(gpu, "lesson07.csv")
+        l7 = Lesson07Csv(c)
+        rows = []
+        for t in l7.per_token_tokens():
+            for pair, _ in LESSON07_PAIRS:
+                s = l07_shape(t, pair)
+                pt, st = l7.row("per_token", s, "total"), l7.row("staged", s, "total")
+                n_pt, n_st = int(pt["copies"]), int(st["copies"])
+                rows.append([s, f"{n_pt:,}", l07_us(pt["us_median"]), f"{float(pt['us_median']) / n_pt:.2f}",
+                             f"{n_st}", us1(st["us_median"]),
+                             f"{float(pt['us_median']) / float(st['us_median']):.0f}x"])
+        parts.append(
+            f"**{gpu_name(gpu)}**, data {ctx.link(c)}. Median us of one hand-off; `staged` is its `total` "
+            f"(gather, transfer and scatter: S moved three times), `per_token` one copy call per token per "
+            f"layer per K/V per rank pair (S moved once).\n\n"
+            + table(["shape", "`per_token` calls", "`per_token` us", "us per call", "`staged` calls",
+                     "`staged` us", "speedup"], rows, right={1, 2, 3, 4, 5, 6}))
+    return "\n\n".join(parts)
+
+
+# The issue's targets for lesson 07, checked against the data (not measured here).
+LESSON07_KERNEL_TARGET_PCT, LESSON07_KERNEL_AIM_PCT = 85.0, 90.0
+LESSON07_SPEEDUP_TARGET, LESSON07_SPEEDUP_TOKENS = 20.0, 4096
+LESSON07_PEER_TARGET_PCT = 80.0
+
+
+@register("lesson07_targets")
+def t_lesson07_targets(ctx):
+    """Lesson 07 README: the lesson's targets against lesson07.csv, per TP pair: gather and scatter at
+    the largest token count (% of copy bandwidth), staged against per_token at 4096 tokens (speedup,
+    copy calls), the two-GPU transfers (% of peer bandwidth) or a row saying the CSV has none."""
+    parts = []
+    for gpu in ctx.data.gpus_or_error("lesson07.csv"):
+        c = ctx.data.get(gpu, "lesson07.csv")
+        l7 = Lesson07Csv(c)
+        big = LESSON07_TOKENS[-1]
+        pairs = [p for p, _ in LESSON07_PAIRS]
+
+        def met(values, target):
+            return "met" if min(values) >= target else "**not met**"
+
+        rows = []
+        for stage in ("gather", "scatter"):
+            pcts = [float(l7.row("staged", l07_shape(big, p), stage)["pct_copy_bw"]) for p in pairs]
+            rows.append([f"`staged` {stage} at {big} tokens, % of copy BW: at least "
+                         f"{LESSON07_KERNEL_TARGET_PCT:.0f} (aim {LESSON07_KERNEL_AIM_PCT:.0f})"]
+                        + [f"{x:.1f}" for x in pcts]
+                        + [f"{met(pcts, LESSON07_KERNEL_TARGET_PCT)} (aim: {met(pcts, LESSON07_KERNEL_AIM_PCT)})"])
+        speed, calls = [], []
+        for p in pairs:
+            s = l07_shape(LESSON07_SPEEDUP_TOKENS, p)
+            pt, st = l7.row("per_token", s, "total"), l7.row("staged", s, "total")
+            speed.append(float(pt["us_median"]) / float(st["us_median"]))
+            calls.append(f"{int(st['copies'])} / {int(pt['copies']):,}")
+        rows.append([f"`staged` against `per_token` at {LESSON07_SPEEDUP_TOKENS} tokens: at least "
+                     f"{LESSON07_SPEEDUP_TARGET:.0f}x faster"] + [f"{x:.0f}x" for x in speed]
+                    + [met(speed, LESSON07_SPEEDUP_TARGET)])
+        rows.append([f"copy calls at {LESSON07_SPEEDUP_TOKENS} tokens, `staged` / `per_token`: O(1) per rank "
+                     f"pair against O(tokens x layers)"] + calls + ["-"])
+        present, _ = l7.two_gpu()
+        for v in LESSON07_TWO_GPU:
+            what = f"`{v}` transfer at {big} tokens, % of peer BW: at least {LESSON07_PEER_TARGET_PCT:.0f}"
+            if v in present:
+                pcts = [float(l7.row(v, l07_shape(big, p), "transfer")["pct_copy_bw"]) for p in pairs]
+                rows.append([what] + [f"{x:.1f}" for x in pcts] + [met(pcts, LESSON07_PEER_TARGET_PCT)])
+            else:
+                rows.append([what] + ["-"] * len(pairs) + [f"not in this CSV (needs {LESSON07_NEEDS[v]})"])
+        parts.append(
+            f"**{gpu_name(gpu)}**, data {ctx.link(c)}.\n\n"
+            + table(["target", *pairs, "verdict"], rows, right=set(range(1, 1 + len(pairs)))))
+    return "\n\n".join(parts)
+
+
+# ---------------------------------------------------------------------------------------
 # The READMEs
 
 OPEN = re.compile(r"^<!-- table:(\S+) -->$")
@@ -652,6 +939,42 @@ def _fake_row(shape, variant, l2, us, read_bw=4000.0, lesson="01"):
             f"{gbps:.1f},{100 * gbps / read_bw:.1f},,,,PASS,1e-4,32,1,0.1")
 
 
+HEADER07 = ("gpu,lesson,variant,shape,dtype,B,H,Hkv,D,ctx,block_size,l2,us_median,us_min,bytes,gbps,pct_read_bw,"
+            "flops,tflops,pct_mma_peak,check,rel_err,stage,copies,pct_copy_bw,gpus,tp,layers")
+
+
+def _fake_lesson07_csv(two_gpus, copy_bw=4000.0, peer_bw=700.0, drop=()):
+    """A lesson07.csv of made-up but consistent rows; `drop` leaves out (variant, shape, stage) rows."""
+    rows = [HEADER07]
+
+    def add(variant, shape, tokens, stage, us, nbytes, copies, gpus, ceiling):
+        if (variant, shape, stage) in drop:
+            return
+        gbps = nbytes / us / 1e3
+        rows.append(f"h200,07,{variant},{shape},bf16,1,0,8,128,{tokens},16,hot,{us:.3f},{us:.3f},{nbytes:.0f},"
+                    f"{gbps:.1f},,,,,PASS,,{stage},{copies},{100 * gbps / ceiling:.1f},{gpus},x,32")
+
+    for t in LESSON07_TOKENS:
+        for pair, _ in LESSON07_PAIRS:
+            s = l07_shape(t, pair)
+            S = t * 8 * 256 * 64.0
+            add("memcpy", s, t, "transfer", 2 * S / copy_bw / 1e3, 2 * S, 1, 1, copy_bw)
+            if t <= LESSON07_PER_TOKEN_MAX:
+                add("per_token", s, t, "total", 4.0 * 4 * 64 * t, 2 * S, 4 * 64 * t, 1, copy_bw)
+            variants = [("per_layer", 0.5, 64, 1), ("staged", 0.9, 1, 1)]
+            if two_gpus:
+                variants += [("staged_peer", 0.85, 1, 2), ("staged_nccl", 0.8, 1, 2)]
+            for v, eff, mult, gpus in variants:
+                for stage in LESSON07_STAGES[:3]:
+                    peer = gpus == 2 and stage == "transfer"
+                    ceiling = peer_bw if peer else copy_bw
+                    add(v, s, t, stage, 2 * S / (eff * ceiling) / 1e3, 2 * S, 4 * mult, gpus, ceiling)
+                add(v, s, t, "total", 6 * S / (eff * copy_bw) / 1e3, 6 * S, 12 * mult, gpus, copy_bw)
+            if two_gpus:
+                add("memcpy_peer", s, t, "transfer", 2 * S / peer_bw / 1e3, 2 * S, 1, 2, peer_bw)
+    return "\n".join(rows) + "\n"
+
+
 def self_test():
     failures = []
 
@@ -729,6 +1052,54 @@ def self_test():
         (root / "README.md").write_text("<!-- table:lesson02_arch -->\n<!-- /table:lesson02_arch -->\n")
         rc, msg = go(True)
         expect(rc == 1 and "lesson02_sm80.csv for any GPU" in msg, f"missing CSV: exit 1 (got {rc}: {msg!r})")
+
+    # Lesson 07: its rows carry a stage; the two-GPU rows are named when absent, never an error.
+    with tempfile.TemporaryDirectory() as tmp:
+        root = Path(tmp)
+        (root / "plots/data/h200").mkdir(parents=True)
+        csv07 = root / "plots/data/h200/lesson07.csv"
+        (root / "README.md").write_text("<!-- table:lesson07 -->\n<!-- /table:lesson07 -->\n\n"
+                                        "<!-- table:lesson07_speedup -->\n<!-- /table:lesson07_speedup -->\n\n"
+                                        "<!-- table:lesson07_targets -->\n<!-- /table:lesson07_targets -->\n")
+
+        def go07(text):
+            csv07.write_text(text)
+            buf = io.StringIO()
+            rc = run(root, root / "plots/data", False, out=buf)
+            return rc, buf.getvalue(), (root / "README.md").read_text()
+
+        rc, msg, text = go07(_fake_lesson07_csv(False))
+        expect(rc == 0, f"lesson07 tables from a one-GPU CSV (got {rc}: {msg!r})")
+        m = re.search(r"device-to-device\s+copy\s+(\d+)(?:\s+to\s+(\d+))?\s+GB/s", text)
+        expect(m and int(m.group(1)) <= 4000 <= int(m.group(2) or m.group(1)),
+               f"lesson07: copy bandwidth from GB/s over % copy BW ({m.group(0) if m else text[:300]!r})")
+        expect("`staged_nccl` (needs two GPUs and a build with NCCL)" in text and "`gpus` 1" in text,
+               "lesson07: absent two-GPU rows are named in a line")
+        expect("| T4096-L32-tp2to4 | 512 |" in text and "| - / 64 / 1 |" not in text,
+               "lesson07: the totals table has every shape")
+        expect("| T32768-L32-tp4to2 | 4096 | 2147.5 | - |" in text, "lesson07: per_token not run above 4096 tokens is '-'")
+        expect("| T4096-L32-tp4to2 | 1,048,576 | 4,194,304 | 4.00 | 12 |" in text, "lesson07_speedup row")
+        expect("staged_peer` total" not in text, "lesson07: no two-GPU columns without two-GPU rows")
+        expect("| 90.0 | 90.0 | 90.0 | met (aim: met) |" in text and "| 4687x | 4687x | 4687x | met |" in text
+               and "| - | - | - | not in this CSV (needs two GPUs) |" in text, "lesson07_targets rows")
+
+        rc, msg, text = go07(_fake_lesson07_csv(True))
+        expect(rc == 0 and re.search(r"peer\s+copy\s+(69\d\s+to\s+70\d|700)\s+GB/s", text) and "`staged_nccl` total" in text
+               and "Not in this CSV" not in text, f"lesson07 with two-GPU rows (got {rc}: {msg!r})")
+        expect("| `staged_peer` | 4 + 4 + 4 |" in text and "(85.0)" in text, "lesson07: a two-GPU stage row")
+        expect("| 85.0 | 85.0 | 85.0 | met |" in text and "| 80.0 | 80.0 | 80.0 | met |" in text,
+               "lesson07_targets: two-GPU rows judged against the peer bandwidth")
+
+        for drop, what in [((("staged", "T4096-L32-tp2to4", "scatter"),), "no lesson 07 staged scatter row on T4096-L32-tp2to4"),
+                           ((("per_token", "T256-L32-tp1to4-kv2", "total"),), "no lesson 07 per_token total row on T256-L32-tp1to4-kv2"),
+                           ((("memcpy", "T32768-L32-tp2to4", "transfer"),), "no lesson 07 memcpy transfer row on T32768-L32-tp2to4")]:
+            rc, msg, _ = go07(_fake_lesson07_csv(False, drop=drop))
+            expect(rc == 1 and what in msg, f"lesson07 missing row: exit 1 naming it (got {rc}: {msg!r})")
+        rc, msg, _ = go07(_fake_lesson07_csv(True, drop=(("staged_peer", "T256-L32-tp4to2", "total"),)))
+        expect(rc == 1 and "no lesson 07 staged_peer total row on T256-L32-tp4to2" in msg,
+               f"lesson07: a two-GPU variant present for some shapes must be there for all (got {rc}: {msg!r})")
+        rc, msg, _ = go07(_fake_lesson07_csv(False).replace("PASS", "FAIL", 3))
+        expect(rc == 1 and "not PASS" in msg, f"lesson07 FAILed row: exit 1 (got {rc}: {msg!r})")
 
     expect(variant_list(["a_tgs4", "a_tgs8", "a_tgs16", "b"]) == "`a_tgs{4,8,16}`, `b`", "variant_list")
     for f in failures:
