@@ -11,7 +11,7 @@
 namespace pa {
 
 DeviceDecodeProblem::DeviceDecodeProblem(const DecodeProblem& p, int copies)
-    : shape_(p.shape), max_blocks_per_seq_(p.table.max_blocks_per_seq), scale_(static_cast<float>(p.scale)), q_(p.q), out_(p.q.size()), block_table_(p.table.table), context_lens_(p.table.context_lens) {
+    : shape_(p.shape), max_blocks_per_seq_(p.table.max_blocks_per_seq), scale_(static_cast<float>(p.scale)), q_(p.q), out_(p.q.size()), block_table_(p.table.table), context_lens_(p.table.context_lens), context_lens_host_(p.table.context_lens) {
     copies = std::max(copies, 1);
     k_.emplace_back(p.cache.k);
     v_.emplace_back(p.cache.v);
@@ -32,6 +32,7 @@ PagedDecodeArgs DeviceDecodeProblem::args(int copy) {
     a.v_cache = v_[copy].get();
     a.block_table = block_table_.get();
     a.context_lens = context_lens_.get();
+    a.context_lens_host = context_lens_host_.data();
     a.B = s.B;
     a.H = s.H;
     a.Hkv = s.Hkv;
@@ -264,7 +265,9 @@ int run_decode_lesson(int argc, char** argv, const DecodeLessonSpec& spec) {
     for (const auto& m : spec.modes)
         if (f.has(m.flag.name)) return m.run(f);
     // Names and shapes are checked before looking for a GPU, so a typo is exit code 2 everywhere.
-    const std::vector<DecodeVariant> selected = select_variants(spec.program, f.variant, spec.variants);
+    std::vector<DecodeVariant> all = spec.variants;
+    all.insert(all.end(), spec.check_only_variants.begin(), spec.check_only_variants.end());
+    const std::vector<DecodeVariant> selected = select_variants(spec.program, f.variant, all);
     const std::vector<DecodeShape> check_shapes = select_shapes_or_exit(spec.program, f, spec.check_shapes);
     const std::vector<DecodeShape> bench_shapes = select_shapes_or_exit(spec.program, f, spec.bench_shapes);
     const DeviceInfo info = require_gpu(spec.program);
@@ -289,7 +292,12 @@ int run_decode_lesson(int argc, char** argv, const DecodeLessonSpec& spec) {
         std::printf("\nmeasurement (seed %llu, %d timed launches after %d warm-up; L2-cold rotates K/V copies over > 2x L2)\n",
                     static_cast<unsigned long long>(f.seed), setup.iters, setup.warmup);
         std::printf("measured streaming read bandwidth: %.0f GB/s\n", setup.read_bw_gbps);
-        std::vector<DecodeVariant> measured = variants;
+        std::vector<DecodeVariant> measured;
+        for (const auto& v : variants) {
+            const bool check_only = std::any_of(spec.check_only_variants.begin(), spec.check_only_variants.end(),
+                                                [&](const DecodeVariant& c) { return c.name == v.name; });
+            if (!check_only || !f.variant.empty()) measured.push_back(v);  // named with --variant: measured too
+        }
         if (f.variant.empty()) {
             const std::vector<DecodeVariant> base = available_variants(spec.baselines, info);
             measured.insert(measured.begin(), base.begin(), base.end());

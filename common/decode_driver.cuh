@@ -42,6 +42,7 @@ class DeviceDecodeProblem {
     float scale_ = 0;
     DeviceBuffer<uint16_t> q_, out_;
     DeviceBuffer<int> block_table_, context_lens_;
+    std::vector<int> context_lens_host_;
     std::vector<DeviceBuffer<uint16_t>> k_, v_;
 };
 
@@ -126,6 +127,8 @@ struct DecodeLessonSpec {
     // Earlier lessons' variants, measured beside this lesson's in a run without --variant
     // (not checked again: their own lesson does that).
     std::vector<DecodeVariant> baselines;
+    // Variants run by the check but not measured (e.g. partitions too small to be worth timing).
+    std::vector<DecodeVariant> check_only_variants;
     std::vector<DecodeShape> check_shapes;   // default --check set
     std::vector<DecodeShape> bench_shapes;   // default --bench set
     DecodeReference reference;

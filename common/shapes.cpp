@@ -1,9 +1,12 @@
 #include "shapes.h"
 
 #include <algorithm>
+#include <cmath>
 #include <numeric>
 #include <set>
 #include <utility>
+
+#include "random.h"
 
 namespace pa {
 
@@ -97,6 +100,18 @@ std::vector<DecodeShape> shape_catalogue() {
     return out;
 }
 
+std::vector<DecodeShape> long_context_shapes() {
+    // 16 lengths, log-uniform in [256, 32768], from a fixed seed: what a server's batch looks like.
+    std::vector<int> mixed;
+    Rng rng(20261123);
+    for (int b = 0; b < 16; ++b) mixed.push_back(static_cast<int>(std::lround(256.0 * std::pow(128.0, rng.uniform()))));
+    return {
+        make_shape("llama70b-B16-mixed", 64, 8, mixed, 128, 16, DType::fp16),
+        make_decode_shape("llama70b", 1, 64, 8, 131072, DType::fp16),
+        make_decode_shape("mqa", 1, 32, 1, 131072, DType::fp16),
+    };
+}
+
 static DecodeShape check_shape(int B, int H, int Hkv, std::vector<int> ctx, int D, int block_size, DType t) {
     const std::string name = "check-B" + std::to_string(B) + "-H" + std::to_string(H) + "-Hkv" + std::to_string(Hkv) +
                              "-D" + std::to_string(D) + "-bs" + std::to_string(block_size) + "-" + dtype_name(t);
@@ -117,8 +132,9 @@ std::vector<DecodeShape> decode_check_shapes() {
 }
 
 std::optional<DecodeShape> find_shape(const std::string& name) {
-    for (const auto& s : shape_catalogue())
-        if (s.name == name) return s;
+    for (const auto& list : {shape_catalogue(), long_context_shapes()})
+        for (const auto& s : list)
+            if (s.name == name) return s;
     return std::nullopt;
 }
 

@@ -53,6 +53,11 @@ std::vector<DecodeShape> table_c_tgs_sweep();
 std::vector<DecodeShape> table_c_ablation();
 // Everything above, each name once.
 std::vector<DecodeShape> shape_catalogue();
+// Beyond the posts, for split-k (lesson 03 on): a server-like batch of mixed lengths
+// (llama70b-B16-mixed: 16 sequences, log-uniform in 256..32768 tokens, fixed seed) and
+// 128k-token contexts (llama70b-B1-ctx128k, mqa-B1-ctx128k). Not in shape_catalogue(): a
+// single-pass lesson cannot hold their logits. find_shape knows them.
+std::vector<DecodeShape> long_context_shapes();
 
 // The shapes of the default correctness check: awkward on purpose (ctx 1, ctx not a
 // multiple of the page size, mixed lengths in one batch, page sizes 8/16/32, D 64/128/256,

@@ -551,6 +551,116 @@ def t_lesson02_timeline(ctx):
 
 
 # ---------------------------------------------------------------------------------------
+# Lesson 04: pow2 padding of the split-k reduce. Its CSV has, per (variant, shape, l2), a
+# `reduce` row (the reduce alone) and a `total` row (partition kernel + reduce), so rows are
+# looked up with the stage as well; the sweep's shapes are h8kv4-B<B>-ctx<32 * (splits - 1) + 1>.
+
+LESSON04_FIXES = ("pad_scratch", "pow2_lanes", "loop")
+LESSON04_BATCHES = (16, 1)
+# Segment counts the table shows: the smallest, and each side of every power of two from 16.
+LESSON04_SPLITS = (1, 2, 3, 16, 17, 32, 33, 64, 65, 128, 129, 256, 257, 512, 513, 1023, 1024)
+LESSON04_SHAPE = re.compile(r"h8kv4-B(\d+)-ctx(\d+)")
+
+
+class Lesson04Csv:
+    """lesson04.csv's segment-sweep rows by (variant, B, splits, stage, l2)."""
+
+    def __init__(self, c):
+        self.c = c
+        rows = [r for r in c.rows if r.get("lesson") == "04" and LESSON04_SHAPE.fullmatch(r.get("shape", ""))]
+        if not rows:
+            raise TableError(f"{c.rel}: no lesson 04 rows on h8kv4-B<B>-ctx<N> shapes")
+        for col in ("splits", "partition_size", "scratch_bytes", "stage"):
+            if col not in rows[0]:
+                raise TableError(f"{c.rel}: no column '{col}'")
+        self.rows, self.by, self.dup = rows, {}, set()
+        for r in rows:
+            try:
+                key = (r["variant"], int(r["B"]), int(r["splits"]), r["stage"], r["l2"])
+            except (TypeError, ValueError):
+                raise TableError(f"{c.rel}: lesson 04 row on {r.get('shape')} has B '{r.get('B')}', "
+                                 f"splits '{r.get('splits')}'") from None
+            if key in self.by:
+                self.dup.add(key)
+            self.by[key] = r
+
+    def batches(self):
+        return {int(r["B"]) for r in self.rows}
+
+    def row(self, variant, B, splits, stage, l2="cold"):
+        key = (variant, B, splits, stage, l2)
+        if key in self.dup:
+            raise TableError(f"{self.c.rel}: more than one lesson 04 {variant} {stage} {l2} row at B {B}, "
+                             f"{splits} splits")
+        r = self.by.get(key)
+        if r is None:
+            raise TableError(f"{self.c.rel}: no lesson 04 {variant} {stage} {l2} row at B {B}, {splits} splits "
+                             f"(it has other B {B} rows)")
+        if r.get("check") != "PASS":
+            raise TableError(f"{self.c.rel}: lesson 04 {variant} {stage} {l2} at B {B}, {splits} splits "
+                             f"({r['shape']}) has check '{r.get('check')}', not PASS")
+        return r
+
+    def kinds(self, columns):
+        """Each distinct combination of the values of `columns` among the rows, in row order."""
+        seen = []
+        for r in self.rows:
+            k = tuple(r.get(col, "") for col in columns)
+            if k not in seen:
+                seen.append(k)
+        return seen
+
+
+def l04_kib(nbytes):
+    return f"{float(nbytes) / 1024:.1f}"
+
+
+@register("lesson04")
+def t_lesson04(ctx):
+    """Lesson 04 README: the segment sweep (lesson04.csv), B 16 then B 1, L2-cold medians: per
+    segment count (splits 1, 2, 3 and each side of the powers of two from 16 to 1024), the scratch
+    of pad_scratch and of the real count, the reduce alone and partition + reduce for pad_scratch,
+    pow2_lanes and loop, and pad_scratch's total over pow2_lanes'."""
+    parts = []
+    for gpu in ctx.data.gpus_or_error("lesson04.csv"):
+        c = ctx.data.get(gpu, "lesson04.csv")
+        l4 = Lesson04Csv(c)
+        kinds = "; ".join(f"{dt}, H {h} / Hkv {hkv}, D {d}, page {bs}, partition {ps}"
+                          for dt, h, hkv, d, bs, ps in l4.kinds(("dtype", "H", "Hkv", "D", "block_size",
+                                                                  "partition_size")))
+        have = l4.batches()
+        absent = [B for B in LESSON04_BATCHES if B not in have]
+        absent_line = (f" Not in this CSV: the B {' and B '.join(map(str, absent))} sweep." if absent else "")
+        parts.append(
+            f"**{gpu_name(gpu)}**, data {ctx.link(c)}: {kinds}, ctx = partition x (splits - 1) + 1 (one "
+            f"token in the last segment). L2-cold medians, us: `reduce` is the reduce alone over a filled "
+            f"scratch (rotating copies of it), `total` is lesson 03's partition kernel followed by the reduce "
+            f"(rotating K/V copies). Scratch: `m`, `l` and `acc` for every entry; `pad_scratch` has next_pow2(splits) "
+            f"entries per head, the others splits.{absent_line}")
+        for B in LESSON04_BATCHES:
+            if B not in have:
+                continue
+            rows = []
+            for n in LESSON04_SPLITS:
+                red = {v: l4.row(v, B, n, "reduce") for v in LESSON04_FIXES}
+                tot = {v: l4.row(v, B, n, "total") for v in LESSON04_FIXES}
+                if red["loop"]["scratch_bytes"] != red["pow2_lanes"]["scratch_bytes"]:
+                    raise TableError(f"{c.rel}: loop and pow2_lanes have different scratch_bytes at B {B}, "
+                                     f"{n} splits")
+                rows.append([str(n), tot["pow2_lanes"]["ctx"],
+                             f"{l04_kib(red['pad_scratch']['scratch_bytes'])} / "
+                             f"{l04_kib(red['pow2_lanes']['scratch_bytes'])}",
+                             " / ".join(us_ladder(red[v]["us_median"]) for v in LESSON04_FIXES),
+                             " / ".join(us_ladder(tot[v]["us_median"]) for v in LESSON04_FIXES),
+                             f"{float(tot['pad_scratch']['us_median']) / float(tot['pow2_lanes']['us_median']):.2f}"])
+            parts.append(
+                f"**B {B}**\n\n"
+                + table(["splits", "ctx", "scratch KiB pad / real", "reduce us pad / pow2 / loop",
+                         "total us pad / pow2 / loop", "pad / pow2 (total)"], rows, right={0, 1, 2, 3, 4, 5}))
+    return "\n\n".join(parts)
+
+
+# ---------------------------------------------------------------------------------------
 # Lesson 07: the KV hand-off. Its CSV has one row per (variant, shape, stage), so rows are
 # looked up with the stage as well; its percentages are of the measured copy bandwidth
 # (`pct_copy_bw`), not of the read bandwidth.
@@ -837,6 +947,180 @@ def t_lesson07_targets(ctx):
     return "\n\n".join(parts)
 
 
+LESSON03_SPLIT = ["split_k_64", "split_k_128", "split_k_256", "split_k_512", "split_k_1024", "split_k_4096",
+                  "split_k_fused_128", "split_k_fused_512", "split_k_even"]
+LESSON03_RULES = [("post 1", "rule_post1"), ("post 2", "rule_post2"), ("vLLM", "rule_vllm"),
+                  ("split count", "rule_split_count")]
+TABLE_B = ["qwen1.5b-B1-ctx128", "qwen1.5b-B1-ctx512", "qwen1.5b-B1-ctx1k", "qwen1.5b-B1-ctx2k",
+           "qwen1.5b-B1-ctx4k", "qwen7b-B1-ctx1k", "qwen7b-B1-ctx2k", "qwen7b-B1-ctx4k"]
+LONG_SHAPES = ["llama70b-B16-mixed", "llama70b-B1-ctx128k", "mqa-B1-ctx128k"]
+# The L4 post (fp16, ms): single pass / split-k; the RTX 4090 post (fp16, B1, ms): base / split, splits.
+POST_L4_MS = {"llama70b-B4-ctx2k": (0.165, 0.196), "llama7b-B1-ctx1k": (0.142, 0.196), "mqa-B16-ctx4k": (0.331, 0.196)}
+POST_4090_MS = {"qwen1.5b-B1-ctx128": (0.021, 0.064, 2), "qwen1.5b-B1-ctx512": (0.033, 0.064, 8),
+                "qwen1.5b-B1-ctx1k": (0.058, 0.064, 11), "qwen1.5b-B1-ctx2k": (0.112, 0.070, 11),
+                "qwen1.5b-B1-ctx4k": (0.224, 0.068, 11), "qwen7b-B1-ctx1k": (0.074, 0.063, 5),
+                "qwen7b-B1-ctx2k": (0.129, 0.068, 5), "qwen7b-B1-ctx4k": (0.256, 0.100, 5)}
+
+
+def lesson03_best(c, shape, variants):
+    return best_of(c, "03", variants, shape)
+
+
+@register("lesson03_dispatch")
+def t_lesson03_dispatch(ctx):
+    """Lesson 03 README: Table A and Table B, L2-cold: single pass (lesson 02's auto) against the
+    best split-k variant, auto (this lesson's rule) and what each published rule would run
+    (CSV columns rule_*), each marked right (+) when within 5 % of the best measured variant."""
+    parts = []
+    for gpu in ctx.data.gpus_or_error("lesson03.csv"):
+        c = ctx.data.get(gpu, "lesson03.csv")
+        rows, right = [], [0] * (len(LESSON03_RULES) + 1)
+        for s in TABLE_A + TABLE_B:
+            sp = c.row("03", "single_pass", s)
+            sk = lesson03_best(c, s, LESSON03_SPLIT)
+            best = min(float(sp["us_median"]), float(sk["us_median"]))
+            a = c.row("03", "auto", s)
+            cells = []
+            for i, (_, col) in enumerate(LESSON03_RULES):
+                v = a.get(col)
+                if not v:
+                    raise TableError(f"{c.rel}: the auto row of {s} has no {col}")
+                ok = float(c.row("03", v, s)["us_median"]) <= 1.05 * best
+                right[i] += ok
+                cells.append(("SP " if v == "single_pass" else "SK ") + ("+" if ok else "-"))
+            ok = float(a["us_median"]) <= 1.05 * best
+            right[-1] += ok
+            rows.append([s, str(int(a["B"]) * int(a["Hkv"])), us2(sp["us_median"]), f"`{sk['variant']}` {us2(sk['us_median'])}",
+                         f"`{a['auto_pick']}`", us2(a["us_median"]), f"{float(a['us_median']) / best:.2f}",
+                         f"{float(sp['us_median']) / float(a['us_median']):.1f}x", pct(a)] + cells + ["+" if ok else "-"])
+        n = len(TABLE_A) + len(TABLE_B)
+        rows.append(["**right**", "", "", "", "", "", "", "", ""] + [f"{k} of {n}" for k in right])
+        parts.append(
+            f"**{gpu_name(gpu)}**, data {ctx.link(c)} (streaming read {c.read_bw()}). Table A (fp16, D 128, block 16) "
+            f"and Table B (fp16, B 1); L2-cold medians, us. SP = `single_pass` (lesson 02's `auto`); \"best SK\" = the "
+            f"fastest of {variant_list(LESSON03_SPLIT)}; a rule's pick is right (+) within 5 % of the best of SP and SK; "
+            f"\"ours\" is `auto`.\n\n"
+            + table(["shape", "B*Hkv", "SP us", "best SK us", "auto pick", "auto us", "auto / best", "auto vs SP",
+                     "% read BW"] + [r for r, _ in LESSON03_RULES] + ["ours"], rows, right={1, 2, 5, 6, 7, 8}))
+    return "\n\n".join(parts)
+
+
+@register("lesson03_long")
+def t_lesson03_long(ctx):
+    """Lesson 03 README: a batch of mixed lengths and 128k contexts, L2-cold: single pass, one split
+    count for the whole batch (split_k_even), each fixed partition size, and auto, with % of read BW."""
+    fixed = ["split_k_128", "split_k_256", "split_k_512", "split_k_1024", "split_k_4096"]
+    parts = []
+    for gpu in ctx.data.gpus_or_error("lesson03.csv"):
+        c = ctx.data.get(gpu, "lesson03.csv")
+        rows = []
+        for s in LONG_SHAPES:
+            cells = [s, f"{int(c.row('03', 'single_pass', s)['bytes']) / 2**20:.0f}"]
+            for v in ["single_pass", "split_k_even"] + fixed + ["auto"]:
+                r = c.row("03", v, s)
+                cells.append(f"{us1(r['us_median'])} ({pct(r)})")
+            a = c.row("03", "auto", s)
+            cells.insert(len(cells) - 1, f"`{a['auto_pick']}`")
+            rows.append(cells)
+        parts.append(
+            f"**{gpu_name(gpu)}**, data {ctx.link(c)} (streaming read {c.read_bw()}). L2-cold medians, us (% of read "
+            f"bandwidth); fp16, D 128, block 16. `split_k_even` cuts every sequence into the same number of pieces "
+            f"(the split-count rule's); `split_k_<P>` gives every sequence its own count of P-token partitions.\n\n"
+            + table(["shape", "MiB", "single pass", "split_k_even", "P 128", "P 256", "P 512", "P 1024", "P 4096",
+                     "auto pick", "auto"], rows, right={1}))
+    return "\n\n".join(parts)
+
+
+@register("lesson03_fused")
+def t_lesson03_fused(ctx):
+    """Lesson 03 README: the fused merge (last CTA, no second launch) against partitions + reduce, at
+    128 and 512 tokens, L2-cold, on Table A and Table B."""
+    parts = []
+    for gpu in ctx.data.gpus_or_error("lesson03.csv"):
+        c = ctx.data.get(gpu, "lesson03.csv")
+        rows = []
+        for s in TABLE_A + TABLE_B:
+            r = [c.row("03", v, s) for v in ("split_k_128", "split_k_fused_128", "split_k_512", "split_k_fused_512")]
+            g = int(r[0]["H"]) // int(r[0]["Hkv"])
+            rows.append([s, str(g)] + [us2(x["us_median"]) for x in r] +
+                        [f"{float(r[1]['us_median']) / float(r[0]['us_median']):.2f}",
+                         f"{float(r[3]['us_median']) / float(r[2]['us_median']):.2f}"])
+        parts.append(
+            f"**{gpu_name(gpu)}**, data {ctx.link(c)}. L2-cold medians, us; \"fused / two\" below 1 means the fused "
+            f"merge won.\n\n"
+            + table(["shape", "group", "P 128: two kernels", "fused", "P 512: two kernels", "fused",
+                     "fused / two (128)", "fused / two (512)"], rows, right=set(range(1, 8))))
+    return "\n\n".join(parts)
+
+
+@register("lesson03_hot_cold")
+def t_lesson03_hot_cold(ctx):
+    """Lesson 03 README: L2-hot against L2-cold for single pass, the best split-k variant and auto on
+    Table A, with the K/V size beside the L2 (does split-k fix occupancy; what is left, L2?)."""
+    parts = []
+    for gpu in ctx.data.gpus_or_error("lesson03.csv"):
+        c = ctx.data.get(gpu, "lesson03.csv")
+        rows = []
+        for s in TABLE_A:
+            sp_c, sp_h = c.row("03", "single_pass", s), c.row("03", "single_pass", s, "hot")
+            sk_c = lesson03_best(c, s, LESSON03_SPLIT)
+            sk_h = c.row("03", sk_c["variant"], s, "hot")
+            rows.append([s, f"{float(sp_c['bytes']) / 2**20:.0f}", us1(sp_h["us_median"]), us1(sp_c["us_median"]),
+                         f"`{sk_c['variant']}`", us1(sk_h["us_median"]), us1(sk_c["us_median"]),
+                         f"{float(sk_c['us_median']) / float(sk_h['us_median']):.2f}"])
+        parts.append(
+            f"**{gpu_name(gpu)}**, data {ctx.link(c)}; medians, us. Hot: the same K/V every launch (it stays in L2 "
+            f"when it fits); cold: K/V copies rotated over more than twice the L2.\n\n"
+            + table(["shape", "MiB", "SP hot", "SP cold", "best SK (cold)", "SK hot", "SK cold", "SK cold / hot"], rows,
+                    right={1, 2, 3, 5, 6, 7}))
+    return "\n\n".join(parts)
+
+
+@register("results_split_k")
+def t_results_split_k(ctx):
+    """README.md: Table A, L2-cold: lesson 02's auto (single pass) against lesson 03's auto (single
+    pass or split-k), with % of read bandwidth (both from lesson03.csv, one run)."""
+    parts = []
+    for gpu in ctx.data.gpus_or_error("lesson03.csv"):
+        c = ctx.data.get(gpu, "lesson03.csv")
+        rows = []
+        for s in TABLE_A + LONG_SHAPES[:2]:
+            sp, a = c.row("03", "single_pass", s), c.row("03", "auto", s)
+            rows.append([s, us1(sp["us_median"]), pct(sp), f"`{a['auto_pick']}`", us1(a["us_median"]), pct(a),
+                         f"{float(sp['us_median']) / float(a['us_median']):.1f}x"])
+        parts.append(
+            f"**{gpu_name(gpu)}**, data {ctx.link(c)} (streaming read {c.read_bw()}): lesson 02's `auto` (single pass) "
+            f"and lesson 03's `auto` measured in one run; L2-cold medians, us; fp16, D 128, block 16.\n\n"
+            + table(["shape", "lesson 02 us", "% read BW", "lesson 03 pick", "lesson 03 us", "% read BW", "speedup"],
+                    rows, right={1, 2, 4, 5, 6}))
+    return "\n\n".join(parts)
+
+
+@register("lesson03_posts")
+def t_lesson03_posts(ctx):
+    """Lesson 03 README: the L4 and RTX 4090 posts' published times beside ours (single pass, best
+    split-k, auto), L2-cold."""
+    parts = []
+    for gpu in ctx.data.gpus_or_error("lesson03.csv"):
+        c = ctx.data.get(gpu, "lesson03.csv")
+        rows = []
+        for s, (sp_ms, sk_ms) in POST_L4_MS.items():
+            rows.append([s, "L4", us1(c.row("03", "single_pass", s)["us_median"]),
+                         us1(lesson03_best(c, s, LESSON03_SPLIT)["us_median"]), us1(c.row("03", "auto", s)["us_median"]),
+                         f"{sp_ms * 1000:.0f}", f"{sk_ms * 1000:.0f}", ""])
+        for s, (base_ms, split_ms, splits) in POST_4090_MS.items():
+            rows.append([s, "RTX 4090", us1(c.row("03", "single_pass", s)["us_median"]),
+                         us1(lesson03_best(c, s, LESSON03_SPLIT)["us_median"]), us1(c.row("03", "auto", s)["us_median"]),
+                         f"{base_ms * 1000:.0f}", f"{split_ms * 1000:.0f}", str(splits)])
+        parts.append(
+            f"**{gpu_name(gpu)}**, data {ctx.link(c)}; L2-cold medians, us. The posts' columns are their published "
+            f"times (ms as us), on their GPUs (an L4 and an RTX 4090) with their Triton kernels: set beside ours, not "
+            f"compared as the same experiment.\n\n"
+            + table(["shape", "post's GPU", "our SP", "our best SK", "our auto", "post SP / base", "post split-k",
+                     "post splits"], rows, right={2, 3, 4, 5, 6, 7}))
+    return "\n\n".join(parts)
+
+
 # ---------------------------------------------------------------------------------------
 # The READMEs
 
@@ -975,6 +1259,27 @@ def _fake_lesson07_csv(two_gpus, copy_bw=4000.0, peer_bw=700.0, drop=()):
     return "\n".join(rows) + "\n"
 
 
+HEADER04 = HEADER + ",splits,partition_size,scratch_bytes,stage"
+
+
+def _fake_lesson04_csv(batches, drop=()):
+    """A lesson04.csv of made-up rows for LESSON04_SPLITS at each B in `batches`; `drop` leaves out
+    (variant, B, splits, stage) rows."""
+    rows = [HEADER04]
+    for B in batches:
+        for n in LESSON04_SPLITS:
+            ctx = 32 * (n - 1) + 1
+            for k, v in enumerate(LESSON04_FIXES):
+                parts = 1 << (n - 1).bit_length() if v == "pad_scratch" else n
+                for stage, us in (("reduce", 5.0 + k), ("total", 10.0 + 2 * k)):
+                    if (v, B, n, stage) in drop:
+                        continue
+                    for l2 in ("hot", "cold"):
+                        rows.append(f"h200,04,{v},h8kv4-B{B}-ctx{ctx},bf16,{B},8,4,128,{ctx},16,{l2},{us:.3f},"
+                                    f"{us:.3f},1000,1.0,0.1,,,,PASS,0,,,,{n},32,{B * 8 * parts * 520},{stage}")
+    return "\n".join(rows) + "\n"
+
+
 def self_test():
     failures = []
 
@@ -1100,6 +1405,35 @@ def self_test():
                f"lesson07: a two-GPU variant present for some shapes must be there for all (got {rc}: {msg!r})")
         rc, msg, _ = go07(_fake_lesson07_csv(False).replace("PASS", "FAIL", 3))
         expect(rc == 1 and "not PASS" in msg, f"lesson07 FAILed row: exit 1 (got {rc}: {msg!r})")
+
+    # Lesson 04: rows carry a stage; a B without rows is named in a line, a missing split of a B
+    # that has rows is an error.
+    with tempfile.TemporaryDirectory() as tmp:
+        root = Path(tmp)
+        (root / "plots/data/h200").mkdir(parents=True)
+        csv04 = root / "plots/data/h200/lesson04.csv"
+        (root / "README.md").write_text("<!-- table:lesson04 -->\n<!-- /table:lesson04 -->\n")
+
+        def go04(text):
+            csv04.write_text(text)
+            buf = io.StringIO()
+            rc = run(root, root / "plots/data", False, out=buf)
+            return rc, buf.getvalue(), (root / "README.md").read_text()
+
+        rc, msg, text = go04(_fake_lesson04_csv((1, 16)))
+        expect(rc == 0, f"lesson04 table (got {rc}: {msg!r})")
+        expect("| 513 | 16385 | 66560.0 / 33345.0 | 5.00 / 6.00 / 7.00 | 10.00 / 12.00 / 14.00 | 0.83 |" in text
+               and "| 3 | 65 | 16.2 / 12.2 |" in text, "lesson04: rows formatted, scratch in KiB")
+        expect(text.index("**B 16**") < text.index("**B 1**") and "Not in this CSV" not in text,
+               "lesson04: B 16 before B 1")
+        rc, msg, text = go04(_fake_lesson04_csv((16,)))
+        expect(rc == 0 and "**B 1**" not in text and "Not in this CSV: the B 1 sweep." in text,
+               f"lesson04: a B without rows is named, not an error (got {rc}: {msg!r})")
+        rc, msg, _ = go04(_fake_lesson04_csv((1, 16), drop=(("loop", 16, 129, "total"),)))
+        expect(rc == 1 and "no lesson 04 loop total cold row at B 16, 129 splits" in msg,
+               f"lesson04 missing row: exit 1 naming it (got {rc}: {msg!r})")
+        rc, msg, _ = go04(_fake_lesson04_csv((1, 16)).replace("PASS", "FAIL"))
+        expect(rc == 1 and "not PASS" in msg, f"lesson04 FAILed row: exit 1 (got {rc}: {msg!r})")
 
     expect(variant_list(["a_tgs4", "a_tgs8", "a_tgs16", "b"]) == "`a_tgs{4,8,16}`, `b`", "variant_list")
     for f in failures:

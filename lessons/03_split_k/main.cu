@@ -1,0 +1,175 @@
+// lesson03_split_k: checks split-k (the partition kernel with its sentinel, the reduce, the
+// fused merge; fixed partitions of 32 to 512 tokens and even splits) against the CPU
+// reference, then measures it beside lesson 02's single pass on Table A, Table B, a batch of
+// mixed lengths and 128k-token contexts, with the single-pass/split-k rules of the posts,
+// vLLM's, a split-count rule and this lesson's own.
+//
+//   lesson03_split_k                       check, then the measurement and the dispatch table
+//   lesson03_split_k --check               check only (what the sanitizer tests run)
+//   lesson03_split_k --bench --shape mqa-B16-ctx4k [--variant split_k_256]
+#include <algorithm>
+#include <array>
+#include <cstdio>
+#include <functional>
+#include <map>
+#include <set>
+
+#include "decode_driver.cuh"
+#include "decode_reference.h"
+#include "split_k.h"
+
+namespace {
+
+const char* kProgram = "lesson03_split_k";
+
+// The L4 post (fp16, ms): single pass / split-k.
+const std::map<std::string, std::array<double, 2>> kPostL4 = {
+    {"llama70b-B4-ctx2k", {0.165, 0.196}}, {"llama7b-B1-ctx1k", {0.142, 0.196}}, {"mqa-B16-ctx4k", {0.331, 0.196}}};
+// The RTX 4090 post (fp16, B1, ms): base / split-k, and its split counts.
+const std::map<std::string, std::array<double, 3>> kPost4090 = {
+    {"qwen1.5b-B1-ctx128", {0.021, 0.064, 2}},  {"qwen1.5b-B1-ctx512", {0.033, 0.064, 8}},
+    {"qwen1.5b-B1-ctx1k", {0.058, 0.064, 11}},  {"qwen1.5b-B1-ctx2k", {0.112, 0.070, 11}},
+    {"qwen1.5b-B1-ctx4k", {0.224, 0.068, 11}},  {"qwen7b-B1-ctx1k", {0.074, 0.063, 5}},
+    {"qwen7b-B1-ctx2k", {0.129, 0.068, 5}},     {"qwen7b-B1-ctx4k", {0.256, 0.100, 5}}};
+
+const std::vector<std::string> kSplitVariants = {"split_k_64",   "split_k_128",       "split_k_256",       "split_k_512",
+                                                 "split_k_1024", "split_k_4096",      "split_k_fused_128", "split_k_fused_512",
+                                                 "split_k_even"};
+
+std::vector<std::string> all_measured() {
+    std::vector<std::string> v = {"single_pass"};
+    v.insert(v.end(), kSplitVariants.begin(), kSplitVariants.end());
+    return v;
+}
+
+// The variant a rule's choice stands for among the measured ones.
+std::string variant_of(const lesson03::Choice& c, bool split_count) {
+    if (!c.split) return "single_pass";
+    return split_count ? "split_k_even" : lesson03::plan_name(c.plan);
+}
+
+struct Rule {
+    const char* name;
+    std::function<lesson03::Choice(const lesson03::ShapeFacts&)> choose;
+    bool split_count;
+};
+
+const std::vector<Rule> kRules = {
+    {"post 1", lesson03::post_rule_1, false},
+    {"post 2", lesson03::post_rule_2, false},
+    {"vLLM", lesson03::vllm_rule, false},
+    {"split count", lesson03::split_count_rule, true},
+};
+
+// Table A and Table B: single pass against split-k, the winner, and each rule's pick
+// (right = within 5 % of the best measured); ours is the `auto` row.
+void print_dispatch(const pa::RowIndex& idx, const std::vector<pa::DecodeShape>& shapes, const pa::DeviceInfo& info) {
+    std::printf("\nSingle pass (SP) or split-k (SK)? L2-cold medians, us; a pick is right (+) within 5 %% of the best\n");
+    std::vector<std::string> header = {"shape", "B*Hkv", "SP us", "best SK", "SK us", "winner", "auto", "auto us"};
+    for (const auto& r : kRules) header.push_back(r.name);
+    header.push_back("ours");
+    pa::TextTable t(header);
+    std::vector<int> right(kRules.size() + 1, 0);
+    int counted = 0;
+    for (const auto& s : shapes) {
+        const auto sp = idx.best_of(s.name, {"single_pass"});
+        const auto sk = idx.best_of(s.name, kSplitVariants);
+        const auto best = idx.best_of(s.name, all_measured());
+        const pa::ResultRow* au = idx.get(s.name, "auto");
+        if (sp.first == "-" || sk.first == "-" || !au) continue;
+        ++counted;
+        auto mark = [&](double us) { return us <= 1.05 * best.second ? "+" : "-"; };
+        std::vector<std::string> row = {s.name, std::to_string(static_cast<long long>(s.B) * s.Hkv), pa::strf("%.2f", sp.second),
+                                        sk.first, pa::strf("%.2f", sk.second), sp.second <= sk.second ? "SP" : "SK",
+                                        au->get_extra("auto_pick"), pa::strf("%.2f", au->us_median)};
+        const lesson03::ShapeFacts f = lesson03::facts_of(s, info.sms);
+        for (size_t i = 0; i < kRules.size(); ++i) {
+            const std::string v = variant_of(kRules[i].choose(f), kRules[i].split_count);
+            const pa::ResultRow* r = idx.get(s.name, v);
+            const bool ok = r && r->us_median <= 1.05 * best.second;
+            right[i] += ok;
+            row.push_back((v == "single_pass" ? std::string("SP ") : std::string("SK ")) + (r ? mark(r->us_median) : "?"));
+        }
+        const bool ok = au->us_median <= 1.05 * best.second;
+        right[kRules.size()] += ok;
+        row.push_back(ok ? "+" : "-");
+        t.add_row(row);
+    }
+    t.print();
+    std::printf("right (of %d):", counted);
+    for (size_t i = 0; i < kRules.size(); ++i) std::printf("  %s %d", kRules[i].name, right[i]);
+    std::printf("  ours %d\n", right[kRules.size()]);
+}
+
+void print_posts(const pa::RowIndex& idx) {
+    std::printf("\nBeside the posts (L2-cold, us; the posts' numbers as published, other GPUs, ms converted to us)\n");
+    pa::TextTable t({"shape", "SP", "best SK", "auto", "L4 post SP", "L4 post SK", "4090 post base", "4090 post split",
+                     "4090 splits"});
+    std::vector<std::string> names;
+    for (const auto& [k, v] : kPostL4) names.push_back(k);
+    for (const auto& [k, v] : kPost4090) names.push_back(k);
+    for (const auto& n : names) {
+        const auto l4 = kPostL4.find(n);
+        const auto rtx = kPost4090.find(n);
+        t.add_row({n, idx.us(n, "single_pass"), pa::strf("%.2f", idx.best_of(n, kSplitVariants).second), idx.us(n, "auto"),
+                   l4 != kPostL4.end() ? pa::strf("%.0f", l4->second[0] * 1000) : "",
+                   l4 != kPostL4.end() ? pa::strf("%.0f", l4->second[1] * 1000) : "",
+                   rtx != kPost4090.end() ? pa::strf("%.0f", rtx->second[0] * 1000) : "",
+                   rtx != kPost4090.end() ? pa::strf("%.0f", rtx->second[1] * 1000) : "",
+                   rtx != kPost4090.end() ? pa::strf("%.0f", rtx->second[2]) : ""});
+    }
+    t.print();
+}
+
+void summarize(const std::vector<pa::ResultRow>& rows, const std::vector<pa::DecodeShape>& shapes) {
+    const pa::RowIndex idx(rows);
+    const pa::DeviceInfo& info = pa::current_device_info();
+    std::vector<pa::DecodeShape> table_ab;
+    std::set<std::string> measured;
+    for (const auto& s : shapes) measured.insert(s.name);
+    for (const auto& list : {pa::table_a(), pa::table_b()})
+        for (const auto& s : list)
+            if (measured.count(s.name)) table_ab.push_back(s);
+    print_dispatch(idx, table_ab, info);
+    print_posts(idx);
+    std::printf("\nauto rule (ours): single pass when B * Hkv >= SMs; else split-k, fused, with the largest partition\n"
+                "of 512/256/128 tokens that gives every SM a CTA (64 when none does), if that makes 2 or more partitions\n");
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+    pa::DecodeLessonSpec spec;
+    spec.program = kProgram;
+    spec.lesson = "03";
+    spec.title = "Lesson 03: split-k with a sentinel reduce, fused or two kernels, against lesson 02's single pass";
+    spec.extra_usage =
+        "Variants: single_pass (lesson 02's auto), split_k_{64,128,256,512,1024,4096} (fixed partitions, then the\n"
+        "reduce), split_k_fused_{128,512} (the last partition CTA merges), split_k_even (one split count for the whole\n"
+        "batch), auto; checked only: split_k_32, split_k_fused_32, split_k_even8.\n"
+        "Long-context shapes (not in the catalogue list above): llama70b-B16-mixed, llama70b-B1-ctx128k,\n"
+        "mqa-B1-ctx128k.\n";
+    spec.variants = lesson03::bench_variants();
+    spec.check_only_variants = lesson03::check_only_variants();
+    spec.check_shapes = pa::decode_check_shapes();
+    for (const auto& s : lesson03::split_check_shapes()) spec.check_shapes.push_back(s);
+    spec.bench_shapes = pa::table_a();
+    for (const auto& s : pa::table_b()) spec.bench_shapes.push_back(s);
+    for (const auto& s : pa::long_context_shapes()) spec.bench_shapes.push_back(s);
+    spec.reference = [](const pa::DecodeProblem& p) { return pa::reference::softmax_decode(p); };
+    spec.annotate = [](const pa::DecodeShape& s, pa::ResultRow& row) {
+        const pa::DeviceInfo& info = pa::current_device_info();
+        row.set_extra("splits", std::to_string(lesson03::partitions_of(row.variant, s, info)));
+        if (row.variant == "auto") {
+            const lesson03::ShapeFacts f = lesson03::facts_of(s, info.sms);
+            const lesson03::Choice c = lesson03::our_rule(f);
+            row.set_extra("auto_pick", c.split ? lesson03::plan_name(c.plan) : "single_pass");
+            // what each rule would run here, among the measured variants (for the README's table)
+            const char* columns[] = {"rule_post1", "rule_post2", "rule_vllm", "rule_split_count"};
+            for (size_t i = 0; i < kRules.size(); ++i)
+                row.set_extra(columns[i], variant_of(kRules[i].choose(f), kRules[i].split_count));
+        }
+    };
+    spec.summarize = summarize;
+    return pa::run_decode_lesson(argc, argv, spec);
+}

@@ -1,0 +1,343 @@
+// Lesson 03's instantiations, listed once (with_kernel), its scratch, and its launchers.
+#include "split_k.h"
+
+#include <algorithm>
+#include <map>
+#include <mutex>
+
+#include "cuda_check.cuh"
+#include "device_buffer.cuh"
+#include "dispatch.cuh"
+#include "launch_utils.cuh"
+#include "lesson02.h"
+#include "split_k_partition.cuh"
+#include "table.h"
+
+namespace lesson03 {
+
+namespace {
+
+// Every partition-kernel instantiation: dtype x D {64, 128, 256} x heads per CTA {8, 16, 32}
+// x fused, with the layout plan_launch takes: two CTAs per SM for 8 heads, one for 16 and 32. Calls f(kernel, smem bytes)
+// and returns true, or false when the combination was not built.
+template <bool FUSED, class F>
+bool with_partition_kernel(pa::DType t, int D, int heads, int ctas_per_sm, F&& f) {
+    return pa::dispatch_dtype(t, [&](auto tag) {
+        using T = typename decltype(tag)::type;
+        return pa::dispatch_int<64, 128, 256>(D, [&](auto d) {
+            return pa::dispatch_int<8, 16, 32>(heads, [&](auto n) {
+                return pa::dispatch_int<1, 2>(ctas_per_sm, [&](auto c) {
+                    if constexpr ((c.value == 2) != (n.value == 8)) {
+                        return false;
+                    } else {
+                        f(split_k_partition_kernel<T, d.value, n.value, c.value, FUSED>,
+                          MmaLayout<d.value, n.value, c.value>::kSmemBytes);
+                        return true;
+                    }
+                });
+            });
+        });
+    });
+}
+
+template <class F>
+bool with_reduce_kernel(pa::DType t, int D, F&& f) {
+    return pa::dispatch_dtype(t, [&](auto tag) {
+        using T = typename decltype(tag)::type;
+        return pa::dispatch_int<64, 128, 256>(D, [&](auto d) {
+            f(split_k_reduce_kernel<T, d.value>);
+            return true;
+        });
+    });
+}
+
+int heads_per_cta(int group) {
+    for (int g : {8, 16, 32})
+        if (group <= g) return g;
+    return 0;
+}
+
+size_t partition_smem(pa::DType t, int D, int heads, int ctas_per_sm) {
+    size_t smem = 0;
+    with_partition_kernel<false>(t, D, heads, ctas_per_sm, [&](auto, int bytes) { smem = static_cast<size_t>(bytes); });
+    return smem;
+}
+
+// The layout: for one 8-head column block, always lesson 02's two-CTAs-per-SM layout (a
+// 3-slot ring, half the shared memory): a partition is a few tiles long, so a deeper ring
+// buys nothing, and a second CTA on the SM hides each partition's start-up. 16 or 32 heads
+// have only the one-per-SM layout.
+struct Launch {
+    int heads = 0, ctas_per_sm = 1, partitions = 0;
+    dim3 grid;
+};
+
+Launch plan_launch(int B, int H, int Hkv, int partitions) {
+    Launch l;
+    l.heads = heads_per_cta(H / Hkv);
+    l.partitions = partitions;
+    l.ctas_per_sm = l.heads == 8 ? 2 : 1;
+    l.grid = dim3(Hkv, B, partitions);
+    return l;
+}
+
+// Scratch and fused-merge counters, one set per device, grown as needed and never shrunk:
+// the first launch of a size allocates (outside the timed launches, which come after
+// warm-up), the later ones only read the pointers. The counters start at 0, and every fused
+// launch leaves them at 0.
+struct Workspace {
+    pa::DeviceBuffer<float> scratch;      // m, l, acc back to back
+    pa::DeviceBuffer<unsigned> counters;  // [B * Hkv]
+};
+
+Workspace& workspace_for(size_t scratch_floats, size_t counters) {
+    static std::mutex mu;
+    static std::map<int, Workspace> per_device;
+    int device = 0;
+    CUDA_CHECK(cudaGetDevice(&device));
+    std::lock_guard<std::mutex> lock(mu);
+    Workspace& w = per_device[device];
+    if (w.scratch.size() < scratch_floats) {
+        CUDA_CHECK(cudaDeviceSynchronize());  // a launch in flight may still use the old buffer
+        w.scratch.allocate(scratch_floats);
+    }
+    if (w.counters.size() < counters) {
+        CUDA_CHECK(cudaDeviceSynchronize());
+        w.counters.allocate(counters);
+        w.counters.fill_bytes(0);
+    }
+    return w;
+}
+
+SplitScratch scratch_in(Workspace& w, int B, int H, int partitions) {
+    const size_t rows = static_cast<size_t>(B) * H * partitions;
+    SplitScratch s;
+    s.m = w.scratch.get();
+    s.l = s.m + rows;
+    s.acc = s.l + rows;
+    s.max_partitions = partitions;
+    return s;
+}
+
+template <bool FUSED>
+void launch_partition_kernel(const pa::PagedDecodeArgs& a, const SplitPlan& p, const SplitScratch& s, unsigned* counters,
+                             cudaStream_t stream) {
+    const Launch l = plan_launch(a.B, a.H, a.Hkv, s.max_partitions);
+    const int partition_size = p.splits > 0 ? 0 : p.partition_size;
+    const bool built = with_partition_kernel<FUSED>(a.dtype, a.D, l.heads, l.ctas_per_sm, [&](auto kernel, int smem) {
+        using T = typename pa::KernelScalar<decltype(kernel)>::type;
+        pa::opt_in_max_dynamic_smem(reinterpret_cast<const void*>(kernel));
+        kernel<<<l.grid, kMmaThreads, smem, stream>>>(
+            static_cast<T*>(a.out), static_cast<const T*>(a.q), static_cast<const T*>(a.k_cache),
+            static_cast<const T*>(a.v_cache), a.block_table, a.context_lens, a.H, a.Hkv, a.H / a.Hkv, a.block_size,
+            a.max_blocks_per_seq, a.scale, partition_size, p.splits, s, counters);
+        CUDA_CHECK_LAUNCH();
+    });
+    if (!built)
+        throw pa::CudaError(pa::strf("lesson03: no partition kernel built for %s D %d with %d heads per CTA",
+                                     pa::dtype_name(a.dtype), a.D, l.heads));
+}
+
+}  // namespace
+
+void launch_partitions(const pa::PagedDecodeArgs& a, int partition_size, const SplitScratch& s, cudaStream_t stream) {
+    if (partition_size < 32 || partition_size % 32 != 0)
+        throw pa::CudaError(pa::strf("lesson03: partition size %d is not a positive multiple of 32", partition_size));
+    if (s.max_partitions < num_partitions(a.max_ctx, partition_size))
+        throw pa::CudaError(pa::strf("lesson03: scratch holds %d partitions, ctx %d at partition %d needs %d",
+                                     s.max_partitions, a.max_ctx, partition_size, num_partitions(a.max_ctx, partition_size)));
+    SplitPlan p;
+    p.partition_size = partition_size;
+    launch_partition_kernel<false>(a, p, s, nullptr, stream);
+}
+
+void launch_reduce(const pa::PagedDecodeArgs& a, const SplitScratch& s, cudaStream_t stream) {
+    const bool built = with_reduce_kernel(a.dtype, a.D, [&](auto kernel) {
+        using T = typename pa::KernelScalar<decltype(kernel)>::type;
+        kernel<<<dim3(a.H, a.B), kReduceThreads, 0, stream>>>(static_cast<T*>(a.out), s, a.H);
+        CUDA_CHECK_LAUNCH();
+    });
+    if (!built) throw pa::CudaError(pa::strf("lesson03: no reduce kernel built for D %d", a.D));
+}
+
+std::string why_not(const SplitPlan& p, const pa::DecodeShape& s, const pa::DeviceInfo& info) {
+    if (p.splits == 0 && (p.partition_size < 32 || p.partition_size % 32 != 0))
+        return pa::strf("partition size %d is not a positive multiple of 32", p.partition_size);
+    const int heads = heads_per_cta(s.group());
+    if (heads == 0)
+        return pa::strf("the grouped CTA serves at most 32 query heads; group %d needs a per-head kernel (lesson 02)",
+                        s.group());
+    const Launch l = plan_launch(s.B, s.H, s.Hkv, grid_partitions(p, s.max_ctx()));
+    const size_t need = partition_smem(s.dtype, s.D, heads, l.ctas_per_sm);
+    if (need == 0) return pa::strf("no kernel built for D %d", s.D);
+    if (info.smem_per_block_optin > 0 && need + 1024 > static_cast<size_t>(info.smem_per_block_optin))
+        return pa::strf("stages K/V through %zu KiB of shared memory per CTA; this GPU (%s) gives %d KiB", need / 1024,
+                        info.name.c_str(), info.smem_per_block_optin / 1024);
+    if (l.grid.z > 65535) return pa::strf("%u partitions exceed the grid's z limit", l.grid.z);
+    return "";
+}
+
+void launch(const pa::PagedDecodeArgs& a, const SplitPlan& p, cudaStream_t stream) {
+    const int partitions = grid_partitions(p, a.max_ctx);
+    Workspace& w = workspace_for(static_cast<size_t>(a.B) * a.H * partitions * (a.D + 2), static_cast<size_t>(a.B) * a.Hkv);
+    const SplitScratch s = scratch_in(w, a.B, a.H, partitions);
+    if (p.fused) {
+        launch_partition_kernel<true>(a, p, s, w.counters.get(), stream);
+    } else {
+        launch_partition_kernel<false>(a, p, s, nullptr, stream);
+        launch_reduce(a, s, stream);
+    }
+}
+
+pa::LaunchGeometry geometry(const SplitPlan& p, const pa::DecodeShape& s, const pa::DeviceInfo&) {
+    const Launch l = plan_launch(s.B, s.H, s.Hkv, grid_partitions(p, s.max_ctx()));
+    pa::LaunchGeometry g;
+    with_partition_kernel<false>(s.dtype, s.D, l.heads, l.ctas_per_sm, [&](auto kernel, int smem) {
+        const void* k = reinterpret_cast<const void*>(kernel);
+        pa::opt_in_max_dynamic_smem(k);
+        g.ctas = static_cast<long long>(l.grid.x) * l.grid.y * l.grid.z;
+        g.threads = kMmaThreads;
+        g.smem_bytes = smem;
+        CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&g.ctas_per_sm, k, g.threads, g.smem_bytes));
+    });
+    return g;
+}
+
+pa::DecodeVariant variant(const SplitPlan& p) {
+    pa::DecodeVariant v;
+    v.name = plan_name(p);
+    v.why_not = [p](const pa::DecodeShape& s, const pa::DeviceInfo& info) { return why_not(p, s, info); };
+    v.launch = [p](const pa::PagedDecodeArgs& a, cudaStream_t st) { launch(a, p, st); };
+    v.geometry = [p](const pa::DecodeShape& s, const pa::DeviceInfo& info) { return geometry(p, s, info); };
+    return v;
+}
+
+pa::DecodeVariant single_pass_variant() {
+    pa::DecodeVariant v = lesson02::auto_variant();
+    v.name = "single_pass";
+    return v;
+}
+
+ShapeFacts facts_of(const pa::DecodeShape& s, int sms) {
+    ShapeFacts f;
+    f.B = s.B;
+    f.H = s.H;
+    f.Hkv = s.Hkv;
+    f.max_ctx = s.max_ctx();
+    f.total_ctx = s.total_tokens();
+    f.sms = sms;
+    return f;
+}
+
+namespace {
+
+// What auto runs on a shape: our_rule's choice, when split-k can run it; else single pass.
+Choice auto_choice(const pa::DecodeShape& s, const pa::DeviceInfo& info) {
+    const Choice c = our_rule(facts_of(s, info.sms));
+    if (c.split && why_not(c.plan, s, info).empty()) return c;
+    return Choice{};
+}
+
+// What the rules need of a launch: the shape, with the batch's real lengths when the caller
+// passed them on the host (else every sequence at the longest).
+pa::DecodeShape shape_of(const pa::PagedDecodeArgs& a) {
+    const std::vector<int> lens = a.context_lens_host ? std::vector<int>(a.context_lens_host, a.context_lens_host + a.B)
+                                                      : std::vector<int>(a.B, a.max_ctx);
+    return pa::make_shape("launch", a.H, a.Hkv, lens, a.D, a.block_size, a.dtype);
+}
+
+}  // namespace
+
+pa::DecodeVariant auto_variant() {
+    const pa::DecodeVariant sp = single_pass_variant();
+    pa::DecodeVariant v;
+    v.name = "auto";
+    v.why_not = [sp](const pa::DecodeShape& s, const pa::DeviceInfo& info) {
+        const Choice c = auto_choice(s, info);
+        return c.split ? why_not(c.plan, s, info) : sp.why_not(s, info);
+    };
+    v.launch = [sp](const pa::PagedDecodeArgs& a, cudaStream_t st) {
+        const Choice c = auto_choice(shape_of(a), pa::current_device_info());
+        if (c.split) launch(a, c.plan, st);
+        else sp.launch(a, st);
+    };
+    v.geometry = [sp](const pa::DecodeShape& s, const pa::DeviceInfo& info) {
+        const Choice c = auto_choice(s, info);
+        return c.split ? geometry(c.plan, s, info) : sp.geometry(s, info);
+    };
+    return v;
+}
+
+namespace {
+
+SplitPlan fixed(int size, bool fused = false) {
+    SplitPlan p;
+    p.partition_size = size;
+    p.fused = fused;
+    return p;
+}
+
+// split_k_even: one split count for the whole batch, the split-count rule's (at least 2).
+SplitPlan even_plan(const pa::DecodeShape& s, int sms) {
+    SplitPlan p;
+    p.partition_size = 0;
+    p.splits = std::max(2, split_count_rule(facts_of(s, sms)).plan.splits);
+    return p;
+}
+
+pa::DecodeVariant even_variant() {
+    pa::DecodeVariant v;
+    v.name = "split_k_even";
+    v.why_not = [](const pa::DecodeShape& s, const pa::DeviceInfo& info) { return why_not(even_plan(s, info.sms), s, info); };
+    v.launch = [](const pa::PagedDecodeArgs& a, cudaStream_t st) {
+        launch(a, even_plan(shape_of(a), pa::current_sm_count()), st);
+    };
+    v.geometry = [](const pa::DecodeShape& s, const pa::DeviceInfo& info) { return geometry(even_plan(s, info.sms), s, info); };
+    return v;
+}
+
+}  // namespace
+
+std::vector<pa::DecodeVariant> bench_variants() {
+    std::vector<pa::DecodeVariant> out = {single_pass_variant()};
+    for (int size : {64, 128, 256, 512, 1024, 4096}) out.push_back(variant(fixed(size)));
+    for (int size : {128, 512}) out.push_back(variant(fixed(size, true)));
+    out.push_back(even_variant());
+    out.push_back(auto_variant());
+    return out;
+}
+
+std::vector<pa::DecodeVariant> check_only_variants() {
+    SplitPlan even8;
+    even8.partition_size = 0;
+    even8.splits = 8;
+    return {variant(fixed(32)), variant(fixed(32, true)), variant(even8)};
+}
+
+int partitions_of(const std::string& variant, const pa::DecodeShape& s, const pa::DeviceInfo& info) {
+    if (variant == "single_pass") return 1;
+    if (variant == "split_k_even") return even_plan(s, info.sms).splits;
+    if (variant == "auto") {
+        const Choice c = auto_choice(s, info);
+        return c.split ? grid_partitions(c.plan, s.max_ctx()) : 1;
+    }
+    const size_t at = variant.find_last_of('_');
+    if (variant.rfind("split_k_even", 0) == 0) return std::stoi(variant.substr(12));
+    if (variant.rfind("split_k_", 0) == 0 && at != std::string::npos)
+        return num_partitions(s.max_ctx(), std::stoi(variant.substr(at + 1)));
+    return 0;
+}
+
+std::vector<pa::DecodeShape> split_check_shapes() {
+    const pa::DType f = pa::DType::fp16, b = pa::DType::bf16;
+    std::vector<int> mixed;  // 16 sequences of 1 .. 3000 tokens: short ones leave sentinel partitions
+    for (int i = 0; i < 16; ++i) mixed.push_back(1 + (i * 977) % 3000);
+    return {
+        pa::make_shape("ctx513-g8", 8, 1, {513}, 128, 16, b),           // 17 partitions of 32
+        pa::make_shape("mixed-sentinels-g4", 16, 4, mixed, 128, 16, f),  // many empty partitions
+        pa::make_shape("mixed-g32-D64", 32, 1, {5, 700, 2049}, 64, 8, b),
+        pa::make_shape("long-g8-D256", 8, 1, {9000, 17}, 256, 32, f),
+    };
+}
+
+}  // namespace lesson03

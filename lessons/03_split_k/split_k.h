@@ -1,0 +1,49 @@
+// Lesson 03's host interface: the partition kernel and the reduce as lesson 04 uses them,
+// split-k plans as variants, and the automatic choice between lesson 02's single pass and
+// split-k. Compiled once in split_k.cu; main.cu, the tests and lesson 04 use this header.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <string>
+#include <vector>
+
+#include "decode_args.h"
+#include "decode_driver.cuh"
+#include "split_plan.h"
+
+namespace lesson03 {
+
+// Every partition CTA p < s.max_partitions of every (sequence, KV head) writes its
+// (m, l, acc) for the heads of its group; a partition at or past its sequence's end writes
+// the sentinel (-inf, 0, 0). partition_size: a multiple of 32 (32 .. 512 are measured);
+// s.max_partitions may exceed num_partitions(max_ctx, partition_size).
+void launch_partitions(const pa::PagedDecodeArgs& a, int partition_size, const SplitScratch& s, cudaStream_t stream);
+// The reduce: one CTA per (sequence, query head), out = sum_p e^(m_p - M) acc_p / sum_p e^(m_p - M) l_p.
+void launch_reduce(const pa::PagedDecodeArgs& a, const SplitScratch& s, cudaStream_t stream);
+
+// A whole split-k decode with a plan: partitions, then the reduce (or the fused merge),
+// through scratch this lesson keeps per device (grown as needed, never shrunk).
+std::string why_not(const SplitPlan& p, const pa::DecodeShape& s, const pa::DeviceInfo& info);
+void launch(const pa::PagedDecodeArgs& a, const SplitPlan& p, cudaStream_t stream);
+pa::LaunchGeometry geometry(const SplitPlan& p, const pa::DecodeShape& s, const pa::DeviceInfo& info);
+pa::DecodeVariant variant(const SplitPlan& p);
+
+// single_pass (lesson 02's auto), and `auto`: our_rule's choice between it and split-k.
+pa::DecodeVariant single_pass_variant();
+ShapeFacts facts_of(const pa::DecodeShape& s, int sms);
+pa::DecodeVariant auto_variant();
+
+// single_pass, split_k_{64,128,256,512,1024,4096}, split_k_fused_{128,512}, split_k_even (one split
+// count for the whole batch, the split-count rule's), auto.
+std::vector<pa::DecodeVariant> bench_variants();
+// Checked, not measured: partitions of 32 (many segments), fused and not; 8 even splits.
+std::vector<pa::DecodeVariant> check_only_variants();
+// Partition CTAs per (sequence, KV head) that a variant of this lesson launches (1: single pass).
+int partitions_of(const std::string& variant, const pa::DecodeShape& s, const pa::DeviceInfo& info);
+
+// Shapes for the check: mixed lengths where short sequences leave sentinel partitions,
+// ctx 513 at partition 32 (17 segments), long contexts.
+std::vector<pa::DecodeShape> split_check_shapes();
+
+}  // namespace lesson03

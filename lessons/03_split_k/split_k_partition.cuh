@@ -1,0 +1,457 @@
+// Lesson 03: split-k (Flash-Decoding, vLLM's v2 kernel): the partition kernel, its
+// sentinel, the reduce, and the fused form that needs no second launch.
+//
+// What changed since lesson 02's last step (step5_warp_specialized.cuh), and why: a
+// (sequence, KV head) of lesson 02 is one CTA, so a batch of one sequence gives the GPU
+// Hkv CTAs (8 for llama70b, 1 for MQA) however long the context is. Here the grid gains a
+// third axis: partition p of a sequence covers tokens [p * P, (p + 1) * P), and each CTA
+// runs lesson 02's loop over its own partition only. The kernel body is lesson 02's, with
+// four changes:
+//  * The producers start at the partition's first token and stop at its last (TileProducer
+//    takes t_begin and t_end instead of the context).
+//  * The epilogue does not divide by the softmax sum: it writes the partition's
+//    unnormalised state (m, l, acc) per query head to scratch, the same state lesson 02
+//    keeps in m_run, l_run and the accumulators.
+//  * A partition at or past its sequence's end (sequences in a batch differ, and the grid
+//    is sized for the longest) writes the sentinel (m, l, acc) = (-inf, 0, 0) and returns.
+//    The reduce then needs no mask and no partition count: a sentinel's weight is
+//    exp(-inf - M) = 0, and M, the largest m of a sequence, is finite, because partition 0
+//    always holds a token. -inf - (-inf) would be NaN, and it never happens.
+//  * P is either fixed (`partition_size`) or the sequence's context split `splits` ways
+//    (rounded up to 32 tokens, so a partition starts on a page for every page size).
+//  * The ring has at most 4 slots instead of 6 (MmaLayout): a partition is short.
+// The reduce (split_k_reduce_kernel) is one CTA per (sequence, query head): M = max_p m_p,
+// out = sum_p e^(m_p - M) acc_p / sum_p e^(m_p - M) l_p. FUSED = true removes its launch:
+// every partition CTA bumps a per-(sequence, KV head) counter after its scratch is written
+// (behind a device-scope fence), and the CTA that arrives last merges the partials itself,
+// then resets the counter for the next launch.
+// Run: lesson03_split_k [--check | --bench] [--shape NAME] [--variant split_k_256]
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include "device_math.cuh"
+#include "mbarrier.cuh"
+#include "mma.cuh"
+#include "split_plan.h"
+#include "step3_grouped.cuh"  // lesson 02: chunk_softmax, tile_tokens, tile_row_elems
+
+namespace lesson03 {
+
+using lesson02::chunk_softmax;
+using lesson02::tile_row_elems;
+using lesson02::tile_tokens;
+
+// What one CTA may ask for on sm_90 (227 KiB opt-in) less 1 KiB for the static arrays. Two
+// CTAs share an SM's 228 KiB, less 1 KiB the system keeps per CTA and room for the static
+// arrays; that layout also fits an A100 (163 KiB a CTA). GPUs with 99 KiB a CTA (sm_86,
+// sm_89) fit neither: the variant says so, and step 4 runs there.
+constexpr int kMmaSmemLimit = 226 * 1024;
+constexpr int kMmaSmemLimitTwoPerSm = 228 * 1024 / 2 - 1024 - 256;
+constexpr int kConsumerThreads = 256;  // warps 0..7: the math
+constexpr int kProducerThreads = 128;  // warps 8..11: the copies
+constexpr int kMmaThreads = kConsumerThreads + kProducerThreads;
+constexpr int kConsumerWarps = kConsumerThreads / 32;
+constexpr int kConsumerBarrier = 1;  // named barrier id of the consumer warps
+
+// HEADS_PER_CTA: the heads of one CTA rounded up to whole mma columns (8, 16 or 32).
+// CTAS_PER_SM: 1, or 2 (a shallower ring, so that two CTAs fit on an SM).
+template <int HEAD_SIZE, int HEADS_PER_CTA, int CTAS_PER_SM>
+struct MmaLayout {
+    static constexpr int kTile = tile_tokens(HEAD_SIZE);    // tokens per staged tile: 128 (64 at D 256)
+    static constexpr int kRow = tile_row_elems(HEAD_SIZE);  // D + 8 elements: rows padded by 16 bytes
+    static constexpr int kNTiles = HEADS_PER_CTA / 8;             // 8-head column blocks
+    static constexpr int kKSteps = kTile / 16;              // 16-token steps of a tile
+    static constexpr int kQkItems = kKSteps * kNTiles;      // 16-token x 8-head logit blocks per tile
+    // Output blocks (16 dims x 8 heads) live in registers for the whole kernel. With fewer
+    // blocks than consumer warps, kPvSplit warps share a block, each taking some of the
+    // tile's 16-token steps; their partial sums are added once, at the end.
+    static constexpr int kPvItems = HEAD_SIZE / 16 * kNTiles;
+    static constexpr int kPvSplit = kPvItems >= kConsumerWarps ? 1 : kConsumerWarps / kPvItems;
+    static constexpr int kWarpsPerSplit = kConsumerWarps / kPvSplit;
+    static constexpr int kPvItemsPerWarp = kPvItems / kWarpsPerSplit;
+    static constexpr int kKStepsPerSplit = kKSteps / kPvSplit;
+    static constexpr int kLogitStride = kTile + 8;  // p[h][t], p[h][t + 1] as one 8-byte read, no bank conflict
+    // Dynamic shared memory, in bytes:
+    //   tiles   [stages][kTile][kRow] K or V elements (at the end: the split partial sums)
+    //   q       [HEADS_PER_CTA][kRow] elements, unscaled (heads past the group are zero)
+    //   logits  [2][HEADS_PER_CTA][kTile + 8] floats: a token tile's logits, then its p; two
+    //           buffers, used by even and odd token tiles
+    static constexpr int kTileBytes = kTile * kRow * 2;
+    static constexpr int kLogitFloats = HEADS_PER_CTA * kLogitStride;
+    static constexpr int kFixedBytes = HEADS_PER_CTA * kRow * 2 + 2 * kLogitFloats * 4;
+    // As many ring slots as fit, at most 6 (204 KiB at D 128).
+    static constexpr int kSmemLimit = CTAS_PER_SM == 1 ? kMmaSmemLimit : kMmaSmemLimitTwoPerSm;
+    static constexpr int kStages = (kSmemLimit - kFixedBytes) / kTileBytes < 6 ? (kSmemLimit - kFixedBytes) / kTileBytes : 6;
+    static constexpr int kSmemBytes = kStages * kTileBytes + kFixedBytes;
+    static_assert(HEADS_PER_CTA == 8 || HEADS_PER_CTA == 16 || HEADS_PER_CTA == 32, "heads are padded to 8, 16 or 32");
+    static_assert(CTAS_PER_SM == 1 || CTAS_PER_SM == 2, "one or two CTAs per SM");
+    static_assert(HEADS_PER_CTA >= kConsumerWarps, "chunk_softmax gives each head one whole warp");
+    static_assert(kPvItemsPerWarp * kWarpsPerSplit == kPvItems && kKStepsPerSplit * kPvSplit == kKSteps,
+                  "output blocks and token steps must spread evenly over the warps");
+    static_assert(kStages >= 3, "the ring needs at least three slots");
+    static_assert((kPvSplit - 1) * HEADS_PER_CTA * HEAD_SIZE * 4 <= kStages * kTileBytes, "split partials reuse the ring");
+};
+
+// The producer side: copies of K/V tiles into the ring with cp.async. Producer thread `tid`
+// always copies the same 16-byte piece of rows row0, row0 + kRowsPerPass, ... of a tile, so
+// a copy costs one multiply-add on top of the cp.async. The page ids of a token tile are
+// read from the block table while the previous token tile's V is copied (a dependent
+// global load right before a copy would hold it up), and serve both its K and its V tile.
+template <class scalar_t, int HEAD_SIZE>
+struct TileProducer {
+    static constexpr int kPieces = HEAD_SIZE / 8;                    // 16-byte pieces of a row
+    static constexpr int kRowsPerPass = kProducerThreads / kPieces;  // rows one pass of the producers copies
+    static constexpr int kTile = tile_tokens(HEAD_SIZE);
+    static constexpr int kRowsPerThread = kTile / kRowsPerPass;
+    static constexpr int kRow = tile_row_elems(HEAD_SIZE);
+    static_assert(kProducerThreads % kPieces == 0 && kTile % kRowsPerPass == 0, "every row of a tile has one copier per piece");
+
+    const scalar_t* k_cache;   // [num_blocks, Hkv, block_size, D]
+    const scalar_t* v_cache;
+    const int* seq_pages;      // this sequence's block-table row
+    int block_stride;          // elements between blocks: Hkv * block_size * D (a few million at most)
+    int src_offset[kRowsPerThread];  // where row k of any tile sits in its block, plus kv_head and piece
+    int row0, smem_offset;     // first row; its piece's place in a staged tile
+    int block_shift, t_begin, t_end;  // the partition: tokens [t_begin, t_end)
+    int block_ids[kRowsPerThread];  // physical blocks of this thread's rows of the next token tile (-1 past the end)
+
+    __device__ TileProducer(int tid, const scalar_t* k, const scalar_t* v, const int* pages, int Hkv, int kv_head,
+                            int block_size, int first_token, int end_token)
+        : k_cache(k), v_cache(v), seq_pages(pages) {
+        const int piece = tid % kPieces;
+        row0 = tid / kPieces;
+        smem_offset = row0 * kRow + piece * 8;
+        block_shift = __ffs(block_size) - 1;  // block sizes are powers of two, and divide kTile
+        block_stride = Hkv * block_size * HEAD_SIZE;
+#pragma unroll
+        for (int k = 0; k < kRowsPerThread; ++k)  // tile starts are multiples of the block size (t_begin is too)
+            src_offset[k] = (kv_head * block_size + ((row0 + k * kRowsPerPass) & (block_size - 1))) * HEAD_SIZE + piece * 8;
+        t_begin = first_token;
+        t_end = end_token;
+        load_block_ids(0);
+    }
+
+    __device__ __forceinline__ void load_block_ids(int token_tile) {
+#pragma unroll
+        for (int k = 0; k < kRowsPerThread; ++k) {
+            const int t = t_begin + token_tile * kTile + row0 + k * kRowsPerPass;
+            block_ids[k] = t < t_end ? __ldg(seq_pages + (t >> block_shift)) : -1;
+        }
+    }
+
+    // Stream tile s (even: K of token tile s / 2, odd: its V) into buf = its ring slot
+    // [kTile][kRow], and commit it as one cp.async group. Rows past the partition's end are
+    // zeroed: an mma multiplies whole 16-row blocks, and a stale NaN times p = 0 would still
+    // be NaN. Tiles must be issued in order.
+    __device__ __forceinline__ void issue(scalar_t* buf, int s) {
+        const scalar_t* cache = s % 2 == 0 ? k_cache : v_cache;
+        buf += smem_offset;
+#pragma unroll
+        for (int k = 0; k < kRowsPerThread; ++k) {
+            scalar_t* dst = buf + k * kRowsPerPass * kRow;
+            if (block_ids[k] >= 0)  // cache[block, kv_head, t % block_size, piece * 8 .. + 8]
+                pa::cp_async16(dst, cache + static_cast<long long>(block_ids[k]) * block_stride + src_offset[k]);
+            else
+                *reinterpret_cast<uint4*>(dst) = make_uint4(0, 0, 0, 0);
+        }
+        pa::cp_async_commit();
+        if (s % 2 == 1) load_block_ids(s / 2 + 1);
+    }
+};
+
+// The partition of sequence `seq` that CTA z covers: tokens [t_begin, t_end), empty when
+// t_begin >= ctx. Fixed size, or ctx split `splits` ways in multiples of 32 tokens.
+__device__ __forceinline__ int partition_tokens(int ctx, int partition_size, int splits) {
+    if (splits == 0) return partition_size;
+    const int even = (ctx + splits - 1) / splits;
+    return (even + 31) / 32 * 32;
+}
+
+// Merges the partitions of heads first_head .. + num_heads of sequence `seq` into out, with
+// `threads` threads (thread index tid): M = max_p m_p, then out = sum_p w_p acc_p / sum_p w_p l_p
+// with w_p = exp(m_p - M). Sentinels (-inf, 0, 0) get w_p = 0: no mask, no partition count.
+// Reads go through L2 (__ldcg): the partitions were written by other CTAs, on other SMs.
+template <class scalar_t, int HEAD_SIZE>
+__device__ __forceinline__ void merge_partitions(scalar_t* __restrict__ out, const SplitScratch& sc, int seq, int H,
+                                                 int first_head, int num_heads, int tid, int threads) {
+    for (int i = tid; i < num_heads * HEAD_SIZE; i += threads) {
+        const int h = first_head + i / HEAD_SIZE, d = i % HEAD_SIZE;
+        const size_t row = (static_cast<size_t>(seq) * H + h) * sc.max_partitions;  // [B][H][max_partitions]
+        float M = -INFINITY;
+#pragma unroll 8
+        for (int p = 0; p < sc.max_partitions; ++p) M = fmaxf(M, __ldcg(sc.m + row + p));
+        float num = 0.f, den = 0.f;
+#pragma unroll 8
+        for (int p = 0; p < sc.max_partitions; ++p) {
+            const float w = __expf(__ldcg(sc.m + row + p) - M);  // 0 for a sentinel
+            num += w * __ldcg(sc.acc + (row + p) * HEAD_SIZE + d);
+            den += w * __ldcg(sc.l + row + p);
+        }
+        out[(static_cast<size_t>(seq) * H + h) * HEAD_SIZE + d] = pa::from_float<scalar_t>(num / den);
+    }
+}
+
+// Grid (Hkv, B, max_partitions): blockIdx.z is the partition. FUSED: the last partition CTA
+// of a (sequence, KV head) to finish merges; counters [B * Hkv] start at 0 and are left at 0.
+template <class scalar_t, int HEAD_SIZE, int HEADS_PER_CTA, int CTAS_PER_SM, bool FUSED>
+__global__ void __launch_bounds__(kMmaThreads, CTAS_PER_SM)
+split_k_partition_kernel(scalar_t* __restrict__ out,             // [B, H, D] (FUSED only)
+                         const scalar_t* __restrict__ q,         // [B, H, D]
+                         const scalar_t* __restrict__ k_cache,   // [num_blocks, Hkv, block_size, D]
+                         const scalar_t* __restrict__ v_cache,   // [num_blocks, Hkv, block_size, D]
+                         const int* __restrict__ block_table,    // [B, max_blocks_per_seq]
+                         const int* __restrict__ context_lens,   // [B]
+                         int H, int Hkv, int group, int block_size, int max_blocks_per_seq, float scale,
+                         int partition_size, int splits, SplitScratch scratch,
+                         unsigned* __restrict__ counters) {      // [B * Hkv] (FUSED only)
+    using L = MmaLayout<HEAD_SIZE, HEADS_PER_CTA, CTAS_PER_SM>;
+    constexpr int kRow = L::kRow;
+    constexpr int kTile = L::kTile;
+    constexpr int kStages = L::kStages;
+
+    const int seq = blockIdx.y;
+    const int kv_head = blockIdx.x;
+    const int part = blockIdx.z;
+    const int first_head = kv_head * group;
+    const int num_heads = group;  // <= HEADS_PER_CTA
+    const int ctx = context_lens[seq];
+    const int part_tokens = partition_tokens(ctx, partition_size, splits);
+    const int t_begin = part * part_tokens;
+    const int t_end = min(ctx, t_begin + part_tokens);
+    const int* seq_pages = block_table + static_cast<size_t>(seq) * max_blocks_per_seq;
+    const int num_stream_tiles = 2 * ((t_end - t_begin + kTile - 1) / kTile);  // K0 V0 K1 V1 ...
+    // this CTA's state of head h: scratch.m[seq][first_head + h][part] (and l, acc alike)
+    const size_t scratch_row = (static_cast<size_t>(seq) * H + first_head) * scratch.max_partitions + part;
+    __shared__ unsigned arrived;  // FUSED: how many partitions of this (sequence, KV head) were done before this one
+    auto merge_if_last = [&]() {
+        if constexpr (FUSED) {
+            __threadfence();  // this thread's scratch writes are visible device-wide before the count says so
+            pa::named_barrier_sync<kConsumerBarrier, kConsumerThreads>();  // every consumer has written and fenced
+            if (threadIdx.x == 0) arrived = atomicAdd(counters + seq * Hkv + kv_head, 1u);
+            pa::named_barrier_sync<kConsumerBarrier, kConsumerThreads>();
+            if (arrived != gridDim.z - 1) return;  // another partition of this (sequence, KV head) merges
+            __threadfence();  // the others' scratch, seen through the count, is read after it
+            merge_partitions<scalar_t, HEAD_SIZE>(out, scratch, seq, H, first_head, num_heads, threadIdx.x, kConsumerThreads);
+            if (threadIdx.x == 0) counters[seq * Hkv + kv_head] = 0;  // ready for the next launch
+        }
+    };
+
+    if (t_begin >= ctx) {  // past the sequence's end: the sentinel, and nothing to read
+        if (threadIdx.x >= kConsumerThreads) return;
+        for (int i = threadIdx.x; i < num_heads * (HEAD_SIZE + 2); i += kConsumerThreads) {
+            const int h = i / (HEAD_SIZE + 2), j = i % (HEAD_SIZE + 2);
+            const size_t r = scratch_row + static_cast<size_t>(h) * scratch.max_partitions;
+            if (j == HEAD_SIZE) scratch.m[r] = -INFINITY;
+            else if (j == HEAD_SIZE + 1) scratch.l[r] = 0.f;
+            else scratch.acc[r * HEAD_SIZE + j] = 0.f;
+        }
+        merge_if_last();
+        return;
+    }
+
+    extern __shared__ __align__(16) float smem[];
+    scalar_t* tiles = reinterpret_cast<scalar_t*>(smem);                        // [kStages][kTile][kRow]
+    scalar_t* q_tile = tiles + kStages * kTile * kRow;                          // [HEADS_PER_CTA][kRow]
+    float* logit_bufs = reinterpret_cast<float*>(q_tile + HEADS_PER_CTA * kRow);      // [2][HEADS_PER_CTA][kTile + 8]
+    __shared__ float m_run[HEADS_PER_CTA], l_run[HEADS_PER_CTA], alpha[HEADS_PER_CTA];
+    __shared__ float red_max[kConsumerWarps], red_sum[kConsumerWarps];
+    __shared__ uint64_t full[kStages], empty[kStages];
+
+    if (threadIdx.x == 0) {
+        for (int i = 0; i < kStages; ++i) {
+            pa::mbarrier_init(&full[i], kProducerThreads);
+            pa::mbarrier_init(&empty[i], kConsumerThreads);
+        }
+    }
+    __syncthreads();  // the last CTA-wide barrier: from here on the two roles only meet at full/empty
+
+    if (threadIdx.x >= kConsumerThreads) {
+        // Producers. Slot s % kStages is reused once the consumers have released its previous
+        // tile (use s / kStages - 1 of `empty`). A producer announces tile s - kLag once its
+        // cp.async group has landed: the wait covers the thread's own copies only, which is
+        // why `full` counts every producer. kLag = kStages - 2 leaves one slot free, so the
+        // next copy is issued while the consumers work on the tile just announced (with
+        // kLag = kStages - 1 the producer waits for them, which measured slower; see the
+        // README).
+        constexpr int kLag = kStages - 2;
+        TileProducer<scalar_t, HEAD_SIZE> producer(threadIdx.x - kConsumerThreads, k_cache, v_cache, seq_pages, Hkv,
+                                                   kv_head, block_size, t_begin, t_end);
+        for (int s = 0; s < num_stream_tiles; ++s) {
+            const int slot = s % kStages;
+            if (s >= kStages) pa::mbarrier_wait(&empty[slot], (s / kStages + 1) & 1);
+            producer.issue(tiles + slot * kTile * kRow, s);
+            if (s >= kLag) {
+                pa::cp_async_wait<kLag>();
+                pa::mbarrier_arrive(&full[(s - kLag) % kStages]);
+            }
+        }
+        pa::cp_async_wait<0>();
+        for (int s = max(0, num_stream_tiles - kLag); s < num_stream_tiles; ++s) pa::mbarrier_arrive(&full[s % kStages]);
+        return;
+    }
+
+    // Consumers. q rows of the group, 16 bytes at a time: q_tile[h][d] = q[seq, first_head + h, d]
+    constexpr int kPiecesPerRow = HEAD_SIZE / 8;
+    for (int i = threadIdx.x; i < HEADS_PER_CTA * kPiecesPerRow; i += kConsumerThreads) {
+        const int h = i / kPiecesPerRow, piece = i % kPiecesPerRow;
+        uint4 w = make_uint4(0, 0, 0, 0);
+        if (h < num_heads)
+            w = *reinterpret_cast<const uint4*>(q + (static_cast<size_t>(seq) * H + first_head + h) * HEAD_SIZE + piece * 8);
+        *reinterpret_cast<uint4*>(q_tile + h * kRow + piece * 8) = w;
+    }
+    if (threadIdx.x < HEADS_PER_CTA) {
+        m_run[threadIdx.x] = -INFINITY;
+        l_run[threadIdx.x] = 0.f;
+    }
+    pa::named_barrier_sync<kConsumerBarrier, kConsumerThreads>();
+
+    const int lane = threadIdx.x % 32;
+    const int warp = threadIdx.x / 32;
+    const int g = lane / 4, c = lane % 4;  // fragment row and column pair (see mma.cuh)
+
+    // This warp's output blocks: item = warp % kWarpsPerSplit + j * kWarpsPerSplit covers dims
+    // (item % (D/16)) * 16 .. + 16 and heads (item / (D/16)) * 8 .. + 8, over the 16-token steps
+    // of split `pv_split`. acc[j] = {(d g, h 2c), (d g, h 2c+1), (d g+8, h 2c), (d g+8, h 2c+1)}.
+    const int pv_split = warp / L::kWarpsPerSplit;
+    const int pv_first_item = warp % L::kWarpsPerSplit;
+    float acc[L::kPvItemsPerWarp][4];
+#pragma unroll
+    for (int j = 0; j < L::kPvItemsPerWarp; ++j)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) acc[j][e] = 0.f;
+
+    for (int s = 0; s < num_stream_tiles; ++s) {
+        const int slot = s % kStages;
+        pa::mbarrier_wait(&full[slot], (s / kStages) & 1);
+        const scalar_t* buf = tiles + slot * kTile * kRow;                // [kTile][kRow], rows >= n are zero
+        const int n = min(kTile, t_end - t_begin - s / 2 * kTile);        // tokens of this token tile
+        float* logits = logit_bufs + (s / 2 % 2) * L::kLogitFloats;       // [HEADS_PER_CTA][kTile + 8]
+
+        if (s % 2 == 0) {
+            // 1. logits[h][t] = scale * (K_tile[t] . q[h]), one 16-token x 8-head block per warp and step.
+            for (int item = warp; item < L::kQkItems; item += kConsumerWarps) {
+                const int mt = item % L::kKSteps, nt = item / L::kKSteps;
+                if (mt * 16 >= n) continue;  // the whole block is past the sequence's end
+                float cf[2][4] = {};         // two partial sums: the mma chain is half as long
+#pragma unroll
+                for (int ks = 0; ks < HEAD_SIZE / 16; ++ks) {
+                    uint32_t a[4], b[2];
+                    // A: tokens mt*16 + (lane % 16), dims ks*16 + (lane / 16) * 8 .. + 8
+                    pa::ldmatrix_x4(a, buf + (mt * 16 + lane % 16) * kRow + ks * 16 + lane / 16 * 8);
+                    // B: heads nt*8 + (lane % 8), dims ks*16 + (lane / 8 % 2) * 8 .. + 8
+                    pa::ldmatrix_x2(b, q_tile + (nt * 8 + lane % 8) * kRow + ks * 16 + lane / 8 % 2 * 8);
+                    pa::mma_16816<scalar_t>(cf[ks % 2], a, b);
+                }
+                const int t = mt * 16 + g, h = nt * 8 + 2 * c;
+                float* row0 = logits + h * L::kLogitStride;  // logits[h][.], then logits[h + 1][.]
+                if (t < n) {
+                    row0[t] = (cf[0][0] + cf[1][0]) * scale;
+                    row0[L::kLogitStride + t] = (cf[0][1] + cf[1][1]) * scale;
+                }
+                if (t + 8 < n) {
+                    row0[t + 8] = (cf[0][2] + cf[1][2]) * scale;
+                    row0[L::kLogitStride + t + 8] = (cf[0][3] + cf[1][3]) * scale;
+                }
+            }
+            pa::mbarrier_arrive(&empty[slot]);  // this thread is done with the K tile
+            continue;
+        }
+
+        // 2. Every warp has written its logits: the softmax step with the tile as the chunk
+        //    (one warp per head), then every output block is rescaled by its heads' alpha.
+        //    Writing the next token tile's logits cannot disturb this one's p (the other
+        //    buffer), and the token tile after that waits at this barrier of the next tile,
+        //    which every warp reaches only after its PV here.
+        pa::named_barrier_sync<kConsumerBarrier, kConsumerThreads>();
+        chunk_softmax<HEADS_PER_CTA, kConsumerWarps>(logits, L::kLogitStride, n, num_heads, m_run, l_run, alpha, red_max,
+                                               red_sum);
+        pa::named_barrier_sync<kConsumerBarrier, kConsumerThreads>();
+        // 3. out^T[d][h] += V_tile^T[d][t] p[h][t], 16 tokens per mma. Tokens past the end and
+        //    idle heads give p = 0 (their V rows are zero too).
+#pragma unroll
+        for (int j = 0; j < L::kPvItemsPerWarp; ++j) {
+            const int item = pv_first_item + j * L::kWarpsPerSplit;
+            const int mt = item % (HEAD_SIZE / 16), nt = item / (HEAD_SIZE / 16);
+            const int h_acc = nt * 8 + 2 * c;  // heads of acc[j]: h_acc, h_acc + 1
+            const float a0 = h_acc < num_heads ? alpha[h_acc] : 0.f;
+            const float a1 = h_acc + 1 < num_heads ? alpha[h_acc + 1] : 0.f;
+            acc[j][0] *= a0;
+            acc[j][1] *= a1;
+            acc[j][2] *= a0;
+            acc[j][3] *= a1;
+            const int h_p = nt * 8 + g;  // the head whose p this lane packs into B
+            const float* prow = logits + h_p * L::kLogitStride;
+            const bool head_on = h_p < num_heads;
+            auto p_pair = [&](int t) {  // p[h_p][t], p[h_p][t + 1] (t even) as one operand register
+                const float2 pp = *reinterpret_cast<const float2*>(prow + t);
+                return pa::pack2(head_on && t < n ? pp.x : 0.f, head_on && t + 1 < n ? pp.y : 0.f, scalar_t{});
+            };
+#pragma unroll
+            for (int kk = 0; kk < L::kKStepsPerSplit; ++kk) {  // steps past the end add zeros: no early exit
+                const int ks = pv_split * L::kKStepsPerSplit + kk;
+                uint32_t a[4], b[2];
+                // A = V^T: tokens ks*16 + (lane % 8) + (lane / 16) * 8, dims mt*16 + (lane / 8 % 2) * 8 .. + 8
+                pa::ldmatrix_x4_trans(a, buf + (ks * 16 + lane % 8 + lane / 16 * 8) * kRow + mt * 16 + lane / 8 % 2 * 8);
+                const int t = ks * 16 + 2 * c;
+                b[0] = p_pair(t);
+                b[1] = p_pair(t + 8);
+                pa::mma_16816<scalar_t>(acc[j], a, b);
+            }
+        }
+        pa::mbarrier_arrive(&empty[slot]);  // this thread is done with the V tile
+    }
+
+    // 4. Splits 1.. hand their partial sums to split 0 through the ring, which writes this
+    //    partition's state, not divided by l: acc[seq][first_head + h][part][d], m and l.
+    //    The ring is idle: the consumers waited for every tile the producers copied, and the
+    //    producers copy nothing more.
+    float* partials = smem;  // [kPvSplit - 1][HEADS_PER_CTA][HEAD_SIZE]
+    pa::named_barrier_sync<kConsumerBarrier, kConsumerThreads>();  // every consumer is done with the ring; m_run, l_run are final
+    if constexpr (L::kPvSplit > 1) {
+        if (pv_split > 0) {
+#pragma unroll
+            for (int j = 0; j < L::kPvItemsPerWarp; ++j) {
+                const int item = pv_first_item + j * L::kWarpsPerSplit;
+                const int d = item % (HEAD_SIZE / 16) * 16 + g, h = item / (HEAD_SIZE / 16) * 8 + 2 * c;
+#pragma unroll
+                for (int e = 0; e < 4; ++e)
+                    partials[((pv_split - 1) * HEADS_PER_CTA + h + (e & 1)) * HEAD_SIZE + d + (e >> 1) * 8] = acc[j][e];
+            }
+        }
+        pa::named_barrier_sync<kConsumerBarrier, kConsumerThreads>();
+    }
+    if (pv_split == 0) {
+#pragma unroll
+        for (int j = 0; j < L::kPvItemsPerWarp; ++j) {
+            const int item = pv_first_item + j * L::kWarpsPerSplit;
+            const int d = item % (HEAD_SIZE / 16) * 16 + g, h = item / (HEAD_SIZE / 16) * 8 + 2 * c;
+#pragma unroll
+            for (int e = 0; e < 4; ++e) {
+                const int he = h + (e & 1), de = d + (e >> 1) * 8;
+                float o = acc[j][e];
+                for (int sp = 1; sp < L::kPvSplit; ++sp) o += partials[((sp - 1) * HEADS_PER_CTA + he) * HEAD_SIZE + de];
+                if (he < num_heads)
+                    scratch.acc[(scratch_row + static_cast<size_t>(he) * scratch.max_partitions) * HEAD_SIZE + de] = o;
+            }
+        }
+    }
+    if (threadIdx.x < num_heads) {
+        scratch.m[scratch_row + static_cast<size_t>(threadIdx.x) * scratch.max_partitions] = m_run[threadIdx.x];
+        scratch.l[scratch_row + static_cast<size_t>(threadIdx.x) * scratch.max_partitions] = l_run[threadIdx.x];
+    }
+    merge_if_last();
+}
+
+// The reduce: one CTA per (query head, sequence), grid (H, B), kReduceThreads threads.
+constexpr int kReduceThreads = 128;
+template <class scalar_t, int HEAD_SIZE>
+__global__ void __launch_bounds__(kReduceThreads)
+split_k_reduce_kernel(scalar_t* __restrict__ out,  // [B, H, D]
+                      SplitScratch scratch, int H) {
+    merge_partitions<scalar_t, HEAD_SIZE>(out, scratch, blockIdx.y, H, blockIdx.x, 1, threadIdx.x, kReduceThreads);
+}
+
+}  // namespace lesson03

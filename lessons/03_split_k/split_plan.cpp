@@ -1,0 +1,128 @@
+#include "split_plan.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+namespace lesson03 {
+
+std::vector<double> merge_states(const std::vector<PartitionState>& parts) {
+    double M = -std::numeric_limits<double>::infinity();
+    for (const auto& p : parts) M = std::max(M, p.m);
+    const size_t D = parts.empty() ? 0 : parts.front().acc.size();
+    std::vector<double> num(D, 0.0);
+    double den = 0;
+    for (const auto& p : parts) {
+        const double w = std::exp(p.m - M);  // 0 for a sentinel, whose m is -inf
+        for (size_t d = 0; d < D; ++d) num[d] += w * p.acc[d];
+        den += w * p.l;
+    }
+    for (auto& x : num) x /= den;
+    return num;
+}
+
+PartitionState partition_state(const std::vector<double>& logits, const std::vector<std::vector<double>>& v, int begin,
+                               int end) {
+    PartitionState s;
+    const size_t D = v.empty() ? 0 : v.front().size();
+    s.acc.assign(D, 0.0);
+    s.m = -std::numeric_limits<double>::infinity();
+    for (int t = begin; t < end; ++t) s.m = std::max(s.m, logits[t]);
+    for (int t = begin; t < end; ++t) {
+        const double e = std::exp(logits[t] - s.m);
+        s.l += e;
+        for (size_t d = 0; d < D; ++d) s.acc[d] += e * v[t][d];
+    }
+    return s;  // begin >= end: the sentinel (-inf, 0, 0)
+}
+
+int num_partitions(int ctx, int partition_size) { return (ctx + partition_size - 1) / partition_size; }
+
+int partition_tokens(const SplitPlan& p, int ctx) {
+    if (p.splits == 0) return p.partition_size;
+    const int even = (ctx + p.splits - 1) / p.splits;
+    return (even + 31) / 32 * 32;
+}
+
+// With `splits`, a sequence shorter than the longest can need more pieces of its own
+// (rounded-up) size than the longest does, so the grid always has `splits` partitions; the
+// ones past a sequence's end are sentinels.
+int grid_partitions(const SplitPlan& p, int max_ctx) {
+    return p.splits > 0 ? p.splits : num_partitions(max_ctx, p.partition_size);
+}
+
+std::string plan_name(const SplitPlan& p) {
+    if (p.splits > 0) return "split_k_even" + std::to_string(p.splits);
+    return std::string(p.fused ? "split_k_fused_" : "split_k_") + std::to_string(p.partition_size);
+}
+
+namespace {
+
+constexpr int kPostPartition = 512;  // the posts' and vLLM's PARTITION_SIZE
+
+Choice split_at(int partition_size, bool split) {
+    Choice c;
+    c.split = split;
+    c.plan.partition_size = partition_size;
+    return c;
+}
+
+}  // namespace
+
+Choice post_rule_1(const ShapeFacts& f) {
+    const long long ctas = static_cast<long long>(f.B) * f.Hkv;
+    return split_at(kPostPartition, ctas < 0.75 * f.sms && num_partitions(f.max_ctx, kPostPartition) >= 2);
+}
+
+Choice post_rule_2(const ShapeFacts& f) {
+    const long long ctas = static_cast<long long>(f.B) * f.Hkv;
+    return split_at(kPostPartition, ctas < 0.5 * f.sms && num_partitions(f.max_ctx, kPostPartition) >= 4);
+}
+
+Choice vllm_rule(const ShapeFacts& f) {
+    const bool use_v1 =
+        f.max_ctx <= 8192 && (num_partitions(f.max_ctx, kPostPartition) == 1 || static_cast<long long>(f.B) * f.H > 512);
+    return split_at(kPostPartition, !use_v1);
+}
+
+Choice split_count_rule(const ShapeFacts& f) {
+    const long long ctas = static_cast<long long>(f.B) * f.Hkv;
+    const long long fill = (f.sms + ctas - 1) / ctas;
+    const int splits = static_cast<int>(std::min<long long>(fill, f.max_ctx / 64));
+    Choice c;
+    c.split = splits > 1;
+    c.plan.splits = std::max(splits, 1);
+    c.plan.partition_size = 0;
+    return c;
+}
+
+Choice our_rule(const ShapeFacts& f) {
+    const long long ctas = static_cast<long long>(f.B) * f.Hkv;
+    const int group = f.H / f.Hkv;
+    const bool even_batch = f.max_ctx * static_cast<long long>(f.B) <= 2 * f.total_ctx;
+    Choice c;
+    if (ctas >= 0.9 * f.sms && even_batch) return c;
+    // one 8-head column block (groups up to 8) runs two partition CTAs per SM
+    const double target = 0.9 * f.sms * (group <= 8 ? 2 : 1);
+    // partition CTAs of the batch at partition size p; an uneven batch is summarised by its
+    // total and its length, so count its partitions as if even, plus one per sequence
+    auto partition_ctas = [&](long long p) {
+        return even_batch ? (f.max_ctx + p - 1) / p * ctas : ((f.total_ctx + p - 1) / p + f.B - 1) * f.Hkv;
+    };
+    const long long smallest = group == 8 ? 256 : 128;
+    long long size = smallest;
+    const long long largest = even_batch ? 1LL << 20 : 512;
+    for (long long p = largest; p >= smallest; p /= 2)
+        if (partition_ctas(p) >= target) {
+            size = p;
+            break;
+        }
+    // a short context that the smallest partition cuts into fewer than 8 pieces: 64 tokens
+    if (size == smallest && f.max_ctx >= 512 && num_partitions(f.max_ctx, static_cast<int>(size)) < 8) size = 64;
+    c.split = num_partitions(f.max_ctx, static_cast<int>(size)) >= 2;
+    c.plan.partition_size = static_cast<int>(size);
+    c.plan.fused = group <= 2;
+    return c;
+}
+
+}  // namespace lesson03

@@ -1,0 +1,95 @@
+// Split-k's host-side decisions, in plain C++ (tested on the CPU): where the partitions
+// leave their state, how a launch divides each context, and the rules that choose between
+// single pass and split-k (the two posts' rules, vLLM's, a split-count rule, and ours).
+#pragma once
+
+#include <string>
+#include <vector>
+
+namespace lesson03 {
+
+// Where split-k's partitions leave their state (shared by the kernels, the host code and
+// lesson 04's reduces). For query head h of sequence b and partition p:
+//   m   [B][H][max_partitions]      max logit of the partition's tokens (-inf: a sentinel, no tokens)
+//   l   [B][H][max_partitions]      sum of exp(logit - m) over them (0 for a sentinel)
+//   acc [B][H][max_partitions][D]   sum of exp(logit - m) * v, not divided by l (0 for a sentinel)
+struct SplitScratch {
+    float* m = nullptr;
+    float* l = nullptr;
+    float* acc = nullptr;
+    int max_partitions = 0;
+};
+
+// One partition's state for one query head, as the partition kernel writes it.
+struct PartitionState {
+    double m = 0;                // max logit (-inf: a sentinel)
+    double l = 0;                // sum of exp(logit - m)
+    std::vector<double> acc;     // sum of exp(logit - m) * v, [D]
+};
+
+// The host model of the reduce (what split_k_reduce_kernel and the fused merge compute, in
+// double): M = max m_p; out = sum_p e^(m_p - M) acc_p / sum_p e^(m_p - M) l_p, no mask.
+std::vector<double> merge_states(const std::vector<PartitionState>& parts);
+// The state of tokens [begin, end) of one head: logits[t] (already scaled) and v[t][d].
+PartitionState partition_state(const std::vector<double>& logits, const std::vector<std::vector<double>>& v, int begin,
+                               int end);
+
+// Partitions a context of ctx tokens needs at a fixed partition size: ceil(ctx / partition_size).
+int num_partitions(int ctx, int partition_size);
+
+// How a split-k launch divides each sequence's context:
+//  * partition_size > 0 (splits == 0): fixed partitions of that many tokens (vLLM's v2); a
+//    long sequence gets more of them than a short one, so every CTA has about the same work;
+//  * splits > 0: every sequence cut into `splits` pieces of ceil(ctx / splits) tokens rounded
+//    up to 32 (one split count for the whole batch, as Flash-Decoding picks it): a batch of
+//    mixed lengths then gives its CTAs very different amounts of work.
+// fused: the last partition CTA of a (sequence, KV head) merges, no reduce launch.
+struct SplitPlan {
+    int partition_size = 256;
+    int splits = 0;
+    bool fused = false;
+};
+
+// Partition CTAs per (sequence, KV head) for a batch whose longest context is max_ctx
+// (`splits` itself with splits > 0).
+int grid_partitions(const SplitPlan& p, int max_ctx);
+// Tokens of one partition of a ctx-token sequence (the kernel's partition_tokens).
+int partition_tokens(const SplitPlan& p, int ctx);
+
+// CSV names: split_k_256, split_k_even8 (splits), split_k_fused_256.
+std::string plan_name(const SplitPlan& p);
+
+// What a rule decides for a shape: single pass, or split-k with this plan.
+struct Choice {
+    bool split = false;
+    SplitPlan plan;
+};
+
+struct ShapeFacts {
+    int B = 1, H = 1, Hkv = 1, max_ctx = 1;
+    long long total_ctx = 1;  // the batch's tokens: sum of its context lengths
+    int sms = 132;
+};
+
+// The L4 post's first rule: split when B * Hkv < 0.75 * SMs and there are >= 2 segments of 512.
+Choice post_rule_1(const ShapeFacts& f);
+// Its second: B * Hkv < 0.5 * SMs and >= 4 segments of 512.
+Choice post_rule_2(const ShapeFacts& f);
+// vLLM: v1 (single pass) when max_ctx <= 8192 and (one partition of 512, or B * H > 512).
+Choice vllm_rule(const ShapeFacts& f);
+// A split-count rule: splits = min(ceil(SMs / (B * Hkv)), ctx / 64); split when > 1.
+Choice split_count_rule(const ShapeFacts& f);
+// This lesson's rule (README "The automatic choice"), read off the measured variants:
+//  * single pass when the single-pass grid (B * Hkv CTAs) already fills 90 % of the SMs and
+//    the batch is even (no context above twice the mean): nothing is gained by splitting;
+//  * otherwise split-k, with the largest power-of-two partition whose CTAs still give every
+//    SM one (groups up to 8: two, which share an SM), at most 512 tokens for a batch of
+//    mixed lengths (so that the longest sequence's CTAs are not the tail), at least 128
+//    tokens (256 for a full 8-head group, whose partitions did better longer), or 64 when
+//    a short context would otherwise give fewer than 8 partitions;
+//  * fused (no reduce launch) for groups of 1 or 2, whose last CTA has one or two heads to
+//    merge; with more heads the merge in one CTA costs more than the launch it saves;
+//  * single pass after all when that leaves one partition.
+Choice our_rule(const ShapeFacts& f);
+
+}  // namespace lesson03

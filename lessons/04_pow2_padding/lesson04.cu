@@ -1,0 +1,126 @@
+// Lesson 04's host side: which reduce runs what, the scratch each fix allocates, and the
+// pipelines (lesson 03's partition kernel, then one of the reduces) as decode variants.
+#include "lesson04.h"
+
+#include <memory>
+
+#include "cuda_check.cuh"
+#include "reduce_kernels.cuh"
+#include "table.h"
+
+namespace lesson04 {
+
+std::string reduce_why_not(Fix f, int head_size, int partitions) {
+    if (head_size != 64 && head_size != 128 && head_size != 256)
+        return pa::strf("no %s reduce is built for head size %d (64, 128, 256 are)", fix_name(f), head_size);
+    if (partitions < 1) return pa::strf("a scratch of %d entries per head has no segment 0", partitions);
+    if (partitions > kMaxSegments)
+        return pa::strf("%d segments, more than the %d lanes (32 x 32) of the widest reduce built", partitions, kMaxSegments);
+    if (f == Fix::pad_scratch && next_pow2(partitions) != partitions)
+        return pa::strf("pad_scratch reads every entry of a scratch padded to a power of two, and %d is not one", partitions);
+    return "";
+}
+
+int reduce_threads(Fix f, int head_size, int partitions) {
+    return f == Fix::loop ? head_size : pow2_threads(next_pow2(partitions), head_size);
+}
+
+void launch_reduce(Fix f, const pa::PagedDecodeArgs& a, const lesson03::SplitScratch& s, cudaStream_t stream) {
+    switch (f) {
+        case Fix::pad_scratch: return launch_pad_scratch(a, s, stream);
+        case Fix::pow2_lanes: return launch_pow2_lanes(a, s, stream);
+        case Fix::loop: return launch_loop(a, s, stream);
+    }
+}
+
+lesson03::SplitScratch Scratch::get(int B, int H, int D, int partitions) {
+    const size_t entries = static_cast<size_t>(B) * H * partitions;
+    if (m_.size() != entries) {
+        m_.allocate(entries);  // [B, H, partitions]
+        l_.allocate(entries);  // [B, H, partitions]
+    }
+    if (acc_.size() != entries * D) acc_.allocate(entries * D);  // [B, H, partitions, D]
+    lesson03::SplitScratch s;
+    s.m = m_.get();
+    s.l = l_.get();
+    s.acc = acc_.get();
+    s.max_partitions = partitions;
+    return s;
+}
+
+int partition_size_for(const pa::DecodeShape& s, int partition_size) {
+    return partition_size != 0 ? partition_size : pick_partition_size(s.max_ctx());
+}
+
+void launch_pipeline(Fix f, const pa::PagedDecodeArgs& a, int partition_size, Scratch& scratch, cudaStream_t stream) {
+    if (!is_partition_size(partition_size))
+        throw pa::CudaError(pa::strf("lesson04: partition size %d is not one of 32, 64, 128, 256, 512", partition_size));
+    const int segments = segments_for(a.max_ctx, partition_size);
+    const lesson03::SplitScratch s = scratch.get(a.B, a.H, a.D, scratch_partitions(f, segments));
+    lesson03::launch_partitions(a, partition_size, s, stream);  // one CTA per entry: pad_scratch's grid is padded too
+    launch_reduce(f, a, s, stream);
+}
+
+namespace {
+
+lesson03::SplitPlan plan_of(const pa::DecodeShape& s, int partition_size) {
+    lesson03::SplitPlan p;
+    p.partition_size = partition_size_for(s, partition_size);
+    return p;
+}
+
+}  // namespace
+
+std::string why_not(Fix f, const pa::DecodeShape& s, const pa::DeviceInfo& info, int partition_size) {
+    const int ps = partition_size_for(s, partition_size);
+    if (ps == 0)
+        return pa::strf("ctx %d needs more than %d segments even at partition 512, and the widest reduce built has %d lanes",
+                        s.max_ctx(), kMaxSegments, kMaxSegments);
+    if (!is_partition_size(ps)) return pa::strf("partition size %d is not one of 32, 64, 128, 256, 512", ps);
+    const std::string reduce = reduce_why_not(f, s.D, scratch_partitions(f, segments_for(s.max_ctx(), ps)));
+    if (!reduce.empty()) return reduce;
+    const std::string partitions = lesson03::why_not(plan_of(s, ps), s, info);
+    return partitions.empty() ? "" : "lesson 03's partition kernel: " + partitions;
+}
+
+pa::DecodeVariant variant(Fix f, int partition_size) {
+    auto scratch = std::make_shared<Scratch>();
+    pa::DecodeVariant v;
+    v.name = fix_name(f);
+    v.why_not = [f, partition_size](const pa::DecodeShape& s, const pa::DeviceInfo& info) {
+        return why_not(f, s, info, partition_size);
+    };
+    v.launch = [f, partition_size, scratch](const pa::PagedDecodeArgs& a, cudaStream_t st) {
+        const int ps = partition_size != 0 ? partition_size : pick_partition_size(a.max_ctx);
+        launch_pipeline(f, a, ps, *scratch, st);
+    };
+    v.geometry = [f, partition_size](const pa::DecodeShape& s, const pa::DeviceInfo& info) {
+        const lesson03::SplitPlan plan = plan_of(s, partition_size);
+        pa::LaunchGeometry g = lesson03::geometry(plan, s, info);  // the partition kernel's
+        g.ctas = static_cast<long long>(s.B) * s.Hkv * scratch_partitions(f, segments_for(s.max_ctx(), plan.partition_size));
+        return g;
+    };
+    return v;
+}
+
+std::vector<pa::DecodeVariant> all_variants() {
+    std::vector<pa::DecodeVariant> out;
+    for (Fix f : all_fixes()) out.push_back(variant(f));
+    return out;
+}
+
+std::vector<pa::DecodeShape> check_shapes() {
+    const pa::DType f = pa::DType::fp16, b = pa::DType::bf16;
+    std::vector<pa::DecodeShape> out = pa::decode_check_shapes();  // partition 32: 1 to 94 segments
+    // the post's case: 17 segments, pow2 width 32
+    out.push_back(pa::make_shape("post-ctx513-p32", 8, 4, {513}, 128, 16, b));
+    // 125 segments (width 128); the sequences of 1, 33 and 100 tokens are mostly sentinels
+    out.push_back(pa::make_shape("mixed-sentinels", 8, 4, {1, 33, 513, 4000, 100}, 128, 8, f));
+    // 514 segments: pad_scratch allocates and launches 1024
+    out.push_back(pa::make_shape("segments-514", 8, 2, {16417, 200}, 128, 16, b));
+    // 1024 segments, the widest reduce (32 warps), with the widest rows (D 256)
+    out.push_back(pa::make_shape("segments-1024-D256", 4, 4, {32768}, 256, 32, f));
+    return out;
+}
+
+}  // namespace lesson04

@@ -1,0 +1,105 @@
+// Lesson 03 (split-k: the partition kernel with its sentinel, the reduce, the fused merge)
+// on the GPU, against the double-precision reference. Every test here is labelled `gpu`.
+#include <catch2/catch_test_macros.hpp>
+
+#include <string>
+#include <vector>
+
+#include "gpu_cases.h"
+#include "split_k.h"
+
+namespace {
+
+constexpr uint64_t kSeed = 20250303;  // printed in the test names: rerun a failure with it
+
+lesson03::SplitPlan fixed(int size, bool fused = false) {
+    lesson03::SplitPlan p;
+    p.partition_size = size;
+    p.fused = fused;
+    return p;
+}
+
+lesson03::SplitPlan even(int splits) {
+    lesson03::SplitPlan p;
+    p.partition_size = 0;
+    p.splits = splits;
+    return p;
+}
+
+void check_plan_on(const lesson03::SplitPlan& plan, const pa::DecodeShape& s, uint64_t seed, int launches = 1) {
+    const pa::DeviceInfo info = pa::testing::gpu_for_test();
+    const pa::DecodeVariant v = lesson03::variant(plan);
+    INFO(v.name << " on " << s.name << " (max ctx " << s.max_ctx() << ", " << pa::dtype_name(s.dtype) << ")");
+    REQUIRE(v.why_not(s, info).empty());
+    const pa::DecodeProblem p = pa::make_decode_problem(s, seed);
+    const std::vector<double> ref = pa::reference::softmax_decode(p);
+    pa::DeviceDecodeProblem dev(p);
+    for (int i = 0; i < launches; ++i) {  // a fused launch must leave its counters ready for the next
+        const pa::CheckResult r = pa::check_once(v, dev, p, ref);
+        INFO("launch " << i << ": " << r.message);
+        CHECK(r.pass);
+    }
+}
+
+}  // namespace
+
+TEST_CASE("lesson03 split-k at partitions 32..512, fused and not, matches the reference on 40 random cases (seed 20250303)",
+          "[gpu][lesson03]") {
+    std::vector<pa::DecodeVariant> variants;
+    for (int size : {32, 64, 256, 512}) variants.push_back(lesson03::variant(fixed(size)));
+    for (int size : {32, 128}) variants.push_back(lesson03::variant(fixed(size, true)));
+    variants.push_back(lesson03::variant(even(8)));
+    variants.push_back(lesson03::auto_variant());
+    pa::testing::RandomCheckOptions o;
+    o.may_refuse = [](const pa::DecodeVariant&, const pa::DecodeShape& s) { return s.group() > 32; };
+    const auto r = pa::testing::check_variants_on_random_cases(variants, kSeed, 40, {}, o);
+    CHECK(r.checked >= 40 * 8);
+    CHECK(r.passed == r.checked);
+}
+
+TEST_CASE("lesson03 every segment count 1..64, 256 and 1024 (partition 32), and ctx 513 (17 segments)", "[gpu][lesson03]") {
+    std::vector<int> counts;
+    for (int n = 1; n <= 64; ++n) counts.push_back(n);
+    counts.push_back(256);
+    counts.push_back(1024);
+    for (int n : counts) {
+        // one sequence ending inside its last segment, one a segment shorter (a sentinel at the end)
+        const int ctx = n * 32 - (n % 7);
+        std::vector<int> lens = {ctx};
+        if (n > 1) lens.push_back((n - 1) * 32);
+        const pa::DecodeShape s = pa::make_shape("segments-" + std::to_string(n), 8, 1, lens, 128, 16,
+                                                 n % 2 ? pa::DType::bf16 : pa::DType::fp16);
+        check_plan_on(fixed(32), s, kSeed + n);
+        if (n % 8 == 1) check_plan_on(fixed(32, true), s, kSeed + n, 2);
+    }
+    check_plan_on(fixed(32), pa::make_shape("ctx513", 8, 2, {513}, 128, 16, pa::DType::bf16), kSeed);
+}
+
+TEST_CASE("lesson03 mixed lengths: short sequences leave sentinel partitions; every page size and D", "[gpu][lesson03]") {
+    std::vector<int> mixed;
+    for (int i = 0; i < 12; ++i) mixed.push_back(1 + (i * 1999) % 6000);  // 1 .. 5999 tokens
+    for (int bs : {8, 16, 32})
+        for (int D : {64, 128, 256})
+            for (pa::DType t : {pa::DType::fp16, pa::DType::bf16}) {
+                const pa::DecodeShape s = pa::make_shape("mixed-bs" + std::to_string(bs) + "-D" + std::to_string(D), 16, 4,
+                                                         mixed, D, bs, t);
+                check_plan_on(fixed(256), s, kSeed + bs + D);
+                check_plan_on(fixed(64, true), s, kSeed + bs + D, 2);
+                check_plan_on(even(8), s, kSeed + bs + D);
+            }
+}
+
+TEST_CASE("lesson03 contexts up to 131072 tokens, groups 1, 8 and 32", "[gpu][lesson03]") {
+    check_plan_on(fixed(512), pa::make_shape("ctx128k-g8", 8, 1, {131072}, 128, 16, pa::DType::bf16), kSeed);
+    check_plan_on(fixed(512, true) , pa::make_shape("ctx100k-g32", 32, 1, {100003, 7}, 128, 16, pa::DType::fp16), kSeed, 2);
+    check_plan_on(fixed(128), pa::make_shape("ctx65k-g1", 4, 4, {65537}, 128, 32, pa::DType::fp16), kSeed);
+}
+
+TEST_CASE("lesson03 refuses what it cannot run, by name", "[gpu][lesson03]") {
+    const pa::DeviceInfo info = pa::testing::gpu_for_test();
+    const pa::DecodeShape g64 = pa::make_decode_shape("g64", 2, 64, 1, 100, pa::DType::fp16);
+    CHECK(lesson03::why_not(fixed(256), g64, info).find("group 64") != std::string::npos);
+    const pa::DecodeShape ok = pa::make_decode_shape("ok", 2, 8, 1, 100, pa::DType::fp16);
+    CHECK(lesson03::why_not(fixed(48), ok, info).find("multiple of 32") != std::string::npos);
+    CHECK(lesson03::why_not(fixed(96), ok, info).empty());
+}

@@ -1,0 +1,159 @@
+// Lesson 03 on the CPU: the recombination math of split-k (the host model of its reduce),
+// the partition plans, and each single-pass/split-k rule on the shapes the lesson measures.
+#include <catch2/catch_test_macros.hpp>
+
+#include <cmath>
+#include <limits>
+#include <vector>
+
+#include "random.h"
+#include "split_plan.h"
+
+using lesson03::PartitionState;
+
+namespace {
+
+struct Sequence {
+    std::vector<double> logits;
+    std::vector<std::vector<double>> v;
+};
+
+// Integer-valued logits and V rows: exact in double, so equalities below are exact.
+Sequence make_sequence(int ctx, int D, uint64_t seed) {
+    pa::Rng rng(seed);
+    Sequence s;
+    for (int t = 0; t < ctx; ++t) {
+        s.logits.push_back(static_cast<double>(static_cast<int>(rng.below(17)) - 8));
+        std::vector<double> row;
+        for (int d = 0; d < D; ++d) row.push_back(static_cast<double>(static_cast<int>(rng.below(9)) - 4));
+        s.v.push_back(row);
+    }
+    return s;
+}
+
+std::vector<double> direct_softmax(const Sequence& s) {
+    return lesson03::merge_states({lesson03::partition_state(s.logits, s.v, 0, static_cast<int>(s.logits.size()))});
+}
+
+std::vector<PartitionState> split(const Sequence& s, int partition) {
+    std::vector<PartitionState> parts;
+    const int ctx = static_cast<int>(s.logits.size());
+    for (int b = 0; b < ctx; b += partition) parts.push_back(lesson03::partition_state(s.logits, s.v, b, std::min(ctx, b + partition)));
+    return parts;
+}
+
+}  // namespace
+
+TEST_CASE("split-k: splitting a context anywhere gives the unsplit result", "[cpu][split_k]") {
+    for (int ctx : {1, 2, 31, 32, 33, 513, 1000}) {
+        const Sequence s = make_sequence(ctx, 8, 1000 + ctx);
+        const std::vector<double> whole = direct_softmax(s);
+        for (int partition : {1, 3, 32, 64, 512, 4096}) {
+            CAPTURE(ctx, partition);
+            const std::vector<double> merged = lesson03::merge_states(split(s, partition));
+            for (size_t d = 0; d < whole.size(); ++d) CHECK(std::abs(merged[d] - whole[d]) <= 1e-12 * (1 + std::abs(whole[d])));
+        }
+    }
+}
+
+TEST_CASE("split-k: sentinel partitions (-inf, 0, 0) change nothing, bit for bit, with no mask", "[cpu][split_k]") {
+    const Sequence s = make_sequence(513, 8, 7);  // 17 partitions of 32
+    std::vector<PartitionState> parts = split(s, 32);
+    REQUIRE(parts.size() == 17);
+    const std::vector<double> before = lesson03::merge_states(parts);
+    const PartitionState sentinel = lesson03::partition_state(s.logits, s.v, 513, 513);  // an empty partition
+    CHECK(std::isinf(sentinel.m));
+    CHECK(sentinel.m < 0);
+    CHECK(sentinel.l == 0);
+    for (int pad = 0; pad < 15; ++pad) parts.push_back(sentinel);  // 17 -> 32, as a grid sized for a longer sequence
+    const std::vector<double> after = lesson03::merge_states(parts);
+    CHECK(after == before);
+    // a sentinel first, too: the max skips it and its weight is exp(-inf - M) = 0, never NaN
+    parts.insert(parts.begin(), sentinel);
+    const std::vector<double> front = lesson03::merge_states(parts);
+    CHECK(front == before);
+    for (double x : front) CHECK_FALSE(std::isnan(x));
+}
+
+TEST_CASE("split plans: partition counts, even splits and names", "[cpu][split_k]") {
+    CHECK(lesson03::num_partitions(513, 32) == 17);
+    CHECK(lesson03::num_partitions(1, 512) == 1);
+    CHECK(lesson03::num_partitions(131072, 128) == 1024);
+    lesson03::SplitPlan fixed;
+    fixed.partition_size = 256;
+    CHECK(lesson03::grid_partitions(fixed, 4096) == 16);
+    CHECK(lesson03::plan_name(fixed) == "split_k_256");
+    fixed.fused = true;
+    CHECK(lesson03::plan_name(fixed) == "split_k_fused_256");
+    lesson03::SplitPlan even;
+    even.partition_size = 0;
+    even.splits = 8;
+    CHECK(lesson03::plan_name(even) == "split_k_even8");
+    CHECK(lesson03::grid_partitions(even, 264) == 8);
+    // every sequence of a batch fits the grid's 8 partitions, whatever its length
+    for (int ctx = 1; ctx <= 5000; ++ctx) {
+        const int tokens = lesson03::partition_tokens(even, ctx);
+        CAPTURE(ctx, tokens);
+        CHECK(tokens % 32 == 0);
+        CHECK(lesson03::num_partitions(ctx, tokens) <= 8);
+    }
+}
+
+TEST_CASE("single-pass/split-k rules decide as stated", "[cpu][split_k]") {
+    auto facts = [](int B, int H, int Hkv, int ctx) {
+        lesson03::ShapeFacts f;
+        f.B = B;
+        f.H = H;
+        f.Hkv = Hkv;
+        f.max_ctx = ctx;
+        f.total_ctx = static_cast<long long>(B) * ctx;
+        f.sms = 132;
+        return f;
+    };
+    // the L4 post's rules (B * Hkv against the SMs, segments of 512)
+    CHECK(lesson03::post_rule_1(facts(16, 32, 1, 4096)).split);        // 16 CTAs, 8 segments
+    CHECK_FALSE(lesson03::post_rule_1(facts(1, 32, 32, 512)).split);   // 1 segment
+    CHECK_FALSE(lesson03::post_rule_1(facts(16, 64, 8, 8192)).split);  // 128 CTAs >= 99
+    CHECK(lesson03::post_rule_1(facts(1, 32, 32, 1024)).split);        // 32 CTAs, 2 segments
+    CHECK_FALSE(lesson03::post_rule_2(facts(1, 32, 32, 1024)).split);  // 2 segments < 4
+    CHECK(lesson03::post_rule_2(facts(1, 32, 32, 4096)).split);
+    CHECK(lesson03::post_rule_2(facts(4, 64, 8, 4096)).split);         // 32 CTAs < 66, 8 segments
+    CHECK_FALSE(lesson03::post_rule_2(facts(16, 32, 8, 4096)).split);  // 128 CTAs
+    // vLLM: v1 when max_ctx <= 8192 and (one partition, or B * H > 512)
+    CHECK_FALSE(lesson03::vllm_rule(facts(1, 32, 32, 512)).split);
+    CHECK(lesson03::vllm_rule(facts(1, 32, 32, 1024)).split);
+    CHECK_FALSE(lesson03::vllm_rule(facts(32, 32, 32, 1024)).split);  // B * H = 1024 > 512
+    CHECK(lesson03::vllm_rule(facts(1, 64, 8, 16384)).split);          // past 8192
+    // split count: min(ceil(SMs / (B * Hkv)), ctx / 64)
+    const lesson03::Choice sc = lesson03::split_count_rule(facts(1, 12, 2, 4096));
+    CHECK(sc.split);
+    CHECK(sc.plan.splits == 64);  // ceil(132 / 2) = 66, 4096 / 64 = 64
+    CHECK(lesson03::split_count_rule(facts(1, 12, 2, 128)).plan.splits == 2);
+    CHECK_FALSE(lesson03::split_count_rule(facts(8, 32, 32, 2048)).split);  // 256 CTAs: 1 split
+    // ours: single pass once B * Hkv fills 90 % of the SMs (an even batch); else the largest
+    // power-of-two partition whose CTAs still give every SM one (two for groups up to 8)
+    CHECK_FALSE(lesson03::our_rule(facts(8, 32, 32, 2048)).split);
+    CHECK_FALSE(lesson03::our_rule(facts(16, 64, 8, 8192)).split);  // 128 CTAs >= 118.8
+    const lesson03::Choice mqa = lesson03::our_rule(facts(16, 32, 1, 4096));
+    CHECK(mqa.split);
+    CHECK(mqa.plan.partition_size == 512);  // 16 * 8 = 128 CTAs >= 118.8
+    CHECK_FALSE(mqa.plan.fused);            // 32 heads to merge
+    const lesson03::Choice mha = lesson03::our_rule(facts(1, 32, 32, 1024));
+    CHECK(mha.plan.partition_size == 128);  // 32 * 8 = 256 CTAs >= 237.6 (two per SM)
+    CHECK(mha.plan.fused);
+    CHECK(lesson03::our_rule(facts(1, 64, 8, 4096)).plan.partition_size == 256);     // group 8: 256 at least
+    CHECK(lesson03::our_rule(facts(4, 64, 8, 2048)).plan.partition_size == 256);     // 32 * 8 = 256 CTAs
+    CHECK_FALSE(lesson03::our_rule(facts(4, 64, 8, 2048)).plan.fused);
+    CHECK(lesson03::our_rule(facts(1, 64, 8, 131072)).plan.partition_size == 4096);  // long: 8 * 32 = 256
+    CHECK(lesson03::our_rule(facts(1, 12, 2, 512)).plan.partition_size == 64);       // short: 8 pieces of 64
+    CHECK(lesson03::our_rule(facts(1, 28, 4, 4096)).plan.partition_size == 128);
+    CHECK(lesson03::our_rule(facts(1, 32, 1, 4096)).plan.partition_size == 128);     // MQA B1: as small as allowed
+    CHECK_FALSE(lesson03::our_rule(facts(1, 12, 2, 128)).split);  // one partition of 128: nothing to split
+    CHECK_FALSE(lesson03::our_rule(facts(1, 32, 32, 64)).split);
+    // a batch of mixed lengths: split even with a full grid, partitions of at most 512
+    lesson03::ShapeFacts mixed = facts(16, 64, 8, 32768);
+    mixed.total_ctx = 107000;
+    const lesson03::Choice m = lesson03::our_rule(mixed);
+    CHECK(m.split);
+    CHECK(m.plan.partition_size == 512);
+}
