@@ -1,0 +1,165 @@
+// CPU reference for the gated decode of lessons 05-06 (the "FIR gate"), in double, from the
+// already-rounded inputs. For query head h of sequence b, over positions t = 0 .. ctx-1:
+//
+//   s_t = scale * q[b, h, :] . k[b, t, h / group, :]
+//   r_t = max(s_t, 0)
+//   a_t = (r_t + r_{t-1} + r_{t-2}) / FIR_K          FIR_K = 3; r before position 0 is 0
+//   p_t = gamma * clamp(r_t - sigma * a_t, 0, 1)
+//   out[b, h, :] = sum_t p_t * v[b, t, h / group, :]   no normalisation
+//
+// Many p_t are exactly 0 (about half at sigma 0, more as sigma grows): lesson 05 skips their
+// V rows. Nothing is normalised, so split-k partials simply add, as long as each split
+// computes the FIR_K - 1 scores to its left (gated_partial).
+//
+// Same `Inputs` as decode_reference.h (logical accessors, no layout):
+//   B() H() Hkv() D() ctx(seq) q(seq, head, d) k(seq, token, kv_head, d) v(...)
+#pragma once
+
+#include <algorithm>
+#include <cmath>
+#include <sstream>
+#include <stdexcept>
+#include <vector>
+
+#include "parallel.h"
+#include "paged_cache.h"
+
+namespace pa::reference {
+
+// Taps of the moving average: p_t depends on r_t and the FIR_K - 1 scores before it.
+constexpr int FIR_K = 3;
+
+struct GateParams {
+    double gamma = 1.0;  // scales every weight; > 0
+    double sigma = 0.0;  // sparsity knob, 0 <= sigma < FIR_K
+};
+
+// Refuses a gate the lessons cannot mean. At sigma >= FIR_K, r_t - sigma * a_t <= r_t (1 - sigma / FIR_K)
+// <= 0, so every weight is 0; a negative sigma raises weights above the ReLU.
+inline void validate_gate(const GateParams& g) {
+    if (!(g.sigma >= 0.0 && g.sigma < FIR_K)) {
+        std::ostringstream msg;
+        msg << "gated attention: sigma must be in [0, " << FIR_K << ") (got " << g.sigma
+            << "); at sigma >= " << FIR_K << " every weight is 0";
+        throw std::invalid_argument(msg.str());
+    }
+    if (!(std::isfinite(g.gamma) && g.gamma > 0.0)) {
+        std::ostringstream msg;
+        msg << "gated attention: gamma must be finite and positive (got " << g.gamma
+            << "); it scales weights that the clamp keeps in [0, 1]";
+        throw std::invalid_argument(msg.str());
+    }
+}
+
+// The score-to-P step on one row of consecutive scaled scores s[0 .. n): p[0 .. n).
+// Positions before s[0] count as r = 0, which is exact when s[0] is position 0; a split that
+// starts later passes its FIR_K - 1 left scores as s[0 ..] and drops their p.
+// A NaN score stays NaN (std::max returns its first argument unless it is less), so a
+// reference that read a poisoned slot says so instead of gating it to 0.
+inline std::vector<double> gate_weights(const std::vector<double>& s, const GateParams& g) {
+    validate_gate(g);
+    const int n = static_cast<int>(s.size());
+    std::vector<double> r(n), p(n);
+    for (int t = 0; t < n; ++t) r[t] = std::max(s[t], 0.0);
+    for (int t = 0; t < n; ++t) {
+        double sum = 0;  // r_t + r_{t-1} + r_{t-2}, in that order
+        for (int j = 0; j < FIR_K && j <= t; ++j) sum += r[t - j];
+        const double a = sum / FIR_K;
+        p[t] = g.gamma * std::min(std::max(r[t] - g.sigma * a, 0.0), 1.0);
+    }
+    return p;
+}
+
+namespace detail {
+
+// Scaled scores of (seq, head) over positions [begin, end): [end - begin].
+template <class Inputs>
+std::vector<double> gated_scores(const Inputs& in, double scale, int seq, int head, int begin, int end) {
+    const int D = in.D(), kvh = head / (in.H() / in.Hkv());
+    std::vector<double> q(D), s(end - begin);
+    for (int d = 0; d < D; ++d) q[d] = in.q(seq, head, d);
+    for (int t = begin; t < end; ++t) {
+        double dot = 0;
+        for (int d = 0; d < D; ++d) dot += q[d] * in.k(seq, t, kvh, d);
+        s[t - begin] = dot * scale;
+    }
+    return s;
+}
+
+}  // namespace detail
+
+// Returns out as [B, H, D].
+template <class Inputs>
+std::vector<double> gated_decode(const Inputs& in, double scale, const GateParams& g) {
+    validate_gate(g);
+    const int B = in.B(), H = in.H(), Hkv = in.Hkv(), D = in.D();
+    const int group = H / Hkv;
+    std::vector<double> out(static_cast<size_t>(B) * H * D, 0.0);
+    // One task per (sequence, KV head): its K and V are read once for the `group` query heads.
+    parallel_for(static_cast<long long>(B) * Hkv, [&](long long task) {
+        const int b = static_cast<int>(task / Hkv), kvh = static_cast<int>(task % Hkv);
+        const int ctx = in.ctx(b);
+        // [ctx, D] each
+        std::vector<double> k(static_cast<size_t>(ctx) * D), v(static_cast<size_t>(ctx) * D), s(ctx);
+        for (int t = 0; t < ctx; ++t)
+            for (int d = 0; d < D; ++d) {
+                k[static_cast<size_t>(t) * D + d] = in.k(b, t, kvh, d);
+                v[static_cast<size_t>(t) * D + d] = in.v(b, t, kvh, d);
+            }
+        std::vector<double> q(D);
+        for (int h = kvh * group; h < (kvh + 1) * group; ++h) {
+            for (int d = 0; d < D; ++d) q[d] = in.q(b, h, d);
+            for (int t = 0; t < ctx; ++t) {
+                double dot = 0;
+                for (int d = 0; d < D; ++d) dot += q[d] * k[static_cast<size_t>(t) * D + d];
+                s[t] = dot * scale;
+            }
+            const std::vector<double> p = gate_weights(s, g);
+            double* o = &out[(static_cast<size_t>(b) * H + h) * D];
+            for (int t = 0; t < ctx; ++t) {
+                if (p[t] == 0.0) continue;  // adds nothing: the V row lesson 05 never loads
+                for (int d = 0; d < D; ++d) o[d] += p[t] * v[static_cast<size_t>(t) * D + d];
+            }
+        }
+    });
+    return out;
+}
+
+// The weights p of one (sequence, head): [ctx]. Lesson 05 counts its zeros per query head,
+// and per KV row (a V row is skippable only where every head of its group has a zero).
+template <class Inputs>
+std::vector<double> gated_p(const Inputs& in, double scale, const GateParams& g, int seq, int head) {
+    return gate_weights(detail::gated_scores(in, scale, seq, head, 0, in.ctx(seq)), g);
+}
+
+// Split-k: the partial output of (sequence, head) over tokens [begin, end): [D]. It reads the
+// FIR_K - 1 scores left of `begin` (fewer at the start of the sequence, where r is 0), so
+// partials over any split of [0, ctx) add up to the decode, with no rescaling.
+template <class Inputs>
+std::vector<double> gated_partial(const Inputs& in, double scale, const GateParams& g, int seq, int head, int begin,
+                                  int end) {
+    validate_gate(g);
+    if (!(0 <= begin && begin <= end && end <= in.ctx(seq))) {
+        std::ostringstream msg;
+        msg << "gated_partial: need 0 <= begin <= end <= ctx (got [" << begin << ", " << end << ") with ctx "
+            << in.ctx(seq) << ")";
+        throw std::invalid_argument(msg.str());
+    }
+    const int D = in.D(), kvh = head / (in.H() / in.Hkv());
+    const int left = std::max(0, begin - (FIR_K - 1));  // first score the split computes
+    const std::vector<double> p = gate_weights(detail::gated_scores(in, scale, seq, head, left, end), g);
+    std::vector<double> out(D, 0.0);
+    for (int t = begin; t < end; ++t) {  // p of the left context is not this split's to add
+        const double w = p[t - left];
+        if (w == 0.0) continue;
+        for (int d = 0; d < D; ++d) out[d] += w * in.v(seq, t, kvh, d);
+    }
+    return out;
+}
+
+// The reference for a generated paged problem.
+inline std::vector<double> gated_decode(const DecodeProblem& p, const GateParams& g) {
+    return gated_decode(PagedDecodeView(p), p.scale, g);
+}
+
+}  // namespace pa::reference
