@@ -321,7 +321,7 @@ TEST_CASE("reference gated: share of zeros on random data follows sigma (50 / 64
     }
 }
 
-TEST_CASE("reference gated refuses sigma outside [0, 3) and a gamma that is not finite and positive",
+TEST_CASE("reference gated refuses a sigma below 0 or from 3 on, and a gamma that is not finite and positive",
           "[cpu][reference][gated]") {
     using Catch::Matchers::ContainsSubstring;
     const double nan = std::numeric_limits<double>::quiet_NaN(), inf = std::numeric_limits<double>::infinity();
