@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "dense_inputs.h"
 #include "dtype.h"
 #include "gated_reference.h"
 #include "paged_cache.h"
@@ -20,57 +21,11 @@ namespace {
 
 using pa::reference::GateParams;
 
-// Dense decode inputs: q [B, H, D], K and V [B, ctx_max, Hkv, D] (NaN past a sequence's end).
-// The accessors make it an `Inputs` for the reference.
-struct Dense {
-    int nB = 0, nH = 0, nHkv = 0, nD = 0, ctx_max = 0;
-    std::vector<int> lens;
-    std::vector<double> qd, kd, vd;
+using Dense = pa::testing::DenseDecode;
+using pa::testing::max_rel_diff;
 
-    int B() const { return nB; }
-    int H() const { return nH; }
-    int Hkv() const { return nHkv; }
-    int D() const { return nD; }
-    int ctx(int b) const { return lens[b]; }
-    size_t q_at(int b, int h, int d) const { return (static_cast<size_t>(b) * nH + h) * nD + d; }
-    size_t kv_at(int b, int t, int h, int d) const { return ((static_cast<size_t>(b) * ctx_max + t) * nHkv + h) * nD + d; }
-    double q(int b, int h, int d) const { return qd[q_at(b, h, d)]; }
-    double k(int b, int t, int h, int d) const { return kd[kv_at(b, t, h, d)]; }
-    double v(int b, int t, int h, int d) const { return vd[kv_at(b, t, h, d)]; }
-};
-
-Dense blank(int H, int Hkv, int D, std::vector<int> lens) {
-    Dense x;
-    x.nB = static_cast<int>(lens.size());
-    x.nH = H;
-    x.nHkv = Hkv;
-    x.nD = D;
-    x.lens = std::move(lens);
-    for (int c : x.lens) x.ctx_max = std::max(x.ctx_max, c);
-    x.qd.assign(static_cast<size_t>(x.nB) * H * D, NAN);
-    x.kd.assign(static_cast<size_t>(x.nB) * x.ctx_max * Hkv * D, NAN);
-    x.vd = x.kd;
-    return x;
-}
-
-// A dense copy of any decode Inputs (here: a paged problem, read through its view).
-template <class Inputs>
-Dense copy_of(const Inputs& in) {
-    std::vector<int> lens(in.B());
-    for (int b = 0; b < in.B(); ++b) lens[b] = in.ctx(b);
-    Dense x = blank(in.H(), in.Hkv(), in.D(), lens);
-    for (int b = 0; b < x.nB; ++b) {
-        for (int h = 0; h < x.nH; ++h)
-            for (int d = 0; d < x.nD; ++d) x.qd[x.q_at(b, h, d)] = in.q(b, h, d);
-        for (int t = 0; t < x.lens[b]; ++t)
-            for (int h = 0; h < x.nHkv; ++h)
-                for (int d = 0; d < x.nD; ++d) {
-                    x.kd[x.kv_at(b, t, h, d)] = in.k(b, t, h, d);
-                    x.vd[x.kv_at(b, t, h, d)] = in.v(b, t, h, d);
-                }
-    }
-    return x;
-}
+using pa::testing::blank_dense;
+using pa::testing::copy_dense;
 
 // The gate written out from its definition, in long double, position by position.
 struct Brute {
@@ -107,15 +62,6 @@ Brute brute_gated(const Dense& x, double scale_d, const GateParams& g) {
     return res;
 }
 
-double max_rel_diff(const std::vector<double>& a, const std::vector<double>& b) {
-    REQUIRE(a.size() == b.size());
-    double worst = 0;
-    for (size_t i = 0; i < a.size(); ++i) {
-        if (!std::isfinite(a[i]) || !std::isfinite(b[i])) return INFINITY;
-        worst = std::max(worst, std::fabs(a[i] - b[i]) / std::max(1.0, std::fabs(b[i])));
-    }
-    return worst;
-}
 
 std::vector<double> slice(const std::vector<double>& out, const Dense& x, int b, int h) {
     const auto at = out.begin() + static_cast<long>((static_cast<size_t>(b) * x.nH + h) * x.nD);
@@ -184,7 +130,7 @@ TEST_CASE("reference gated_decode on a paged cache matches the gate written out 
         const Case& c = cases[i];
         const pa::DecodeProblem prob =
             pa::make_decode_problem(pa::make_shape(c.what, c.H, c.Hkv, c.lens, c.D, c.block_size, c.dtype), 300 + i);
-        const Dense x = copy_of(pa::PagedDecodeView(prob));
+        const Dense x = copy_dense(pa::PagedDecodeView(prob));
         for (const GateParams& g : kGates)
             DYNAMIC_SECTION(c.what << ", gamma " << g.gamma << ", sigma " << g.sigma) {
                 const Brute want = brute_gated(x, prob.scale, g);
@@ -205,7 +151,7 @@ TEST_CASE("reference gated split-k: partials over any split add up to the decode
     // Integer q, k a multiple of 3, scale 1/4: every score is a multiple of 3/4, so the FIR sum
     // is one of 3/4 and a = sum / 3 is exact; with sigma 0, 1 or 1.5 and gamma 1/2 every
     // weight is a multiple of 1/16 and every product and sum below is exact in double.
-    Dense x = blank(4, 2, 16, {1, 2, 3, 4, 5, 17, 40});
+    Dense x = blank_dense(4, 2, 16, {1, 2, 3, 4, 5, 17, 40});
     pa::Rng rng(42, 1);
     auto small_int = [&](int lo, int hi) { return static_cast<double>(lo + static_cast<int>(rng.below(hi - lo + 1))); };
     for (int b = 0; b < x.nB; ++b) {
@@ -238,7 +184,7 @@ TEST_CASE("reference gated split-k: partials over any split add up to the decode
 TEST_CASE("reference gated split-k on random data: partials add up to the decode to 1e-12", "[cpu][reference][gated]") {
     const pa::DecodeProblem prob = pa::make_decode_problem(
         pa::make_shape("splitk", 8, 2, {1, 2, 3, 7, 100, 300}, 128, 16, pa::DType::bf16), 77);
-    const Dense x = copy_of(pa::PagedDecodeView(prob));
+    const Dense x = copy_dense(pa::PagedDecodeView(prob));
     pa::Rng rng(43, 1);
     for (const GateParams& g : kGates) {
         const std::vector<double> whole = pa::reference::gated_decode(prob, g);
@@ -257,7 +203,7 @@ TEST_CASE("reference gated split-k on random data: partials add up to the decode
 TEST_CASE("reference gated: a row whose every weight is zero gives exactly 0", "[cpu][reference][gated]") {
     const pa::DecodeProblem prob =
         pa::make_decode_problem(pa::make_shape("zeros", 4, 2, {1, 37, 64}, 64, 16, pa::DType::fp16), 9);
-    Dense x = copy_of(pa::PagedDecodeView(prob));
+    Dense x = copy_dense(pa::PagedDecodeView(prob));
     // KV head 0 of every sequence: keys with positive entries. Query head 0 negative entries
     // (every score < 0), query head 1 all zero (every score exactly 0): r = 0, so p = 0.
     for (int b = 0; b < x.nB; ++b) {

@@ -12,12 +12,15 @@
 #include <vector>
 
 #include "decode_reference.h"
+#include "dense_inputs.h"
 #include "dtype.h"
 #include "gated_reference.h"
 #include "prefill_reference.h"
 #include "random.h"
 
 namespace {
+
+using pa::testing::max_rel_diff;
 
 using pa::reference::GateParams;
 
@@ -93,15 +96,6 @@ struct PrefillAsDecode {
     double v(int r, int t, int h, int d) const { return x.v(rows[r].first, t, h, d); }
 };
 
-double max_rel_diff(const std::vector<double>& a, const std::vector<double>& b) {
-    REQUIRE(a.size() == b.size());
-    double worst = 0;
-    for (size_t i = 0; i < a.size(); ++i) {
-        if (!std::isfinite(a[i]) || !std::isfinite(b[i])) return INFINITY;
-        worst = std::max(worst, std::fabs(a[i] - b[i]) / std::max(1.0, std::fabs(b[i])));
-    }
-    return worst;
-}
 
 struct Case {
     const char* what;

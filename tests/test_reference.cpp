@@ -9,45 +9,21 @@
 #include <vector>
 
 #include "decode_reference.h"
+#include "dense_inputs.h"
 #include "dtype.h"
 #include "paged_cache.h"
 #include "random.h"
 
 namespace {
 
-// Dense decode inputs: q [B, H, D], K and V [B, ctx_max, Hkv, D], values already rounded
-// to the storage dtype. The accessors make it an `Inputs` for the reference too.
-struct DenseDecode {
-    int nB = 0, nH = 0, nHkv = 0, nD = 0, ctx_max = 0;
-    std::vector<int> lens;
-    pa::DType dtype = pa::DType::fp16;
-    std::vector<double> qd, kd, vd;
-
-    int B() const { return nB; }
-    int H() const { return nH; }
-    int Hkv() const { return nHkv; }
-    int D() const { return nD; }
-    int ctx(int b) const { return lens[b]; }
-    double q(int b, int h, int d) const { return qd[(static_cast<size_t>(b) * nH + h) * nD + d]; }
-    size_t kv_at(int b, int t, int h, int d) const { return ((static_cast<size_t>(b) * ctx_max + t) * nHkv + h) * nD + d; }
-    double k(int b, int t, int h, int d) const { return kd[kv_at(b, t, h, d)]; }
-    double v(int b, int t, int h, int d) const { return vd[kv_at(b, t, h, d)]; }
-};
+using pa::testing::DenseDecode;
+using pa::testing::blank_dense;
+using pa::testing::max_rel_diff;
 
 DenseDecode make_dense(int H, int Hkv, int D, std::vector<int> lens, pa::DType t, uint64_t seed) {
-    DenseDecode x;
-    x.nB = static_cast<int>(lens.size());
-    x.nH = H;
-    x.nHkv = Hkv;
-    x.nD = D;
-    x.lens = std::move(lens);
-    x.dtype = t;
-    for (int c : x.lens) x.ctx_max = std::max(x.ctx_max, c);
+    DenseDecode x = blank_dense(H, Hkv, D, std::move(lens), t);
     pa::Rng rng(seed, 77);
-    x.qd.resize(static_cast<size_t>(x.nB) * H * D);
     for (auto& e : x.qd) e = pa::round_to(t, rng.uniform(-3.f, 3.f));
-    x.kd.assign(static_cast<size_t>(x.nB) * x.ctx_max * Hkv * D, NAN);  // past a sequence's end: NaN
-    x.vd = x.kd;
     for (int b = 0; b < x.nB; ++b)
         for (int tok = 0; tok < x.lens[b]; ++tok)
             for (int h = 0; h < Hkv; ++h)
@@ -126,15 +102,6 @@ std::vector<double> dense_attention(const DenseDecode& x) {
     return out;
 }
 
-double max_rel_diff(const std::vector<double>& a, const std::vector<double>& b) {
-    REQUIRE(a.size() == b.size());
-    double worst = 0;
-    for (size_t i = 0; i < a.size(); ++i) {
-        if (!std::isfinite(a[i]) || !std::isfinite(b[i])) return INFINITY;
-        worst = std::max(worst, std::fabs(a[i] - b[i]) / std::max(1.0, std::fabs(b[i])));
-    }
-    return worst;
-}
 
 struct RefCase {
     const char* what;
