@@ -17,9 +17,24 @@
 
 namespace pa::reference {
 
-// Returns out as [B, H, D].
-template <class Inputs>
-std::vector<double> softmax_decode(const Inputs& in, double scale) {
+// The score-to-P step of softmax attention, on one head's scaled scores s[0 .. n):
+// p = exp(s - max s) / sum exp(s - max s). The gate of gated_reference.h is the other one.
+struct SoftmaxP {
+    std::vector<double> operator()(const std::vector<double>& s) const {
+        double m = -INFINITY;
+        for (double x : s) m = std::max(m, x);
+        std::vector<double> p(s.size());
+        double sum = 0;
+        for (size_t t = 0; t < s.size(); ++t) sum += (p[t] = std::exp(s[t] - m));
+        for (double& x : p) x /= sum;
+        return p;
+    }
+};
+
+// A decode with any score-to-P step: out[b, h, :] = sum_t to_p(s)_t v_t, s_t = scale * q.k_t.
+// Returns out as [B, H, D]. A zero weight skips its V row (it adds nothing).
+template <class Inputs, class ToP>
+std::vector<double> decode_with_weights(const Inputs& in, double scale, const ToP& to_p) {
     const int B = in.B(), H = in.H(), Hkv = in.Hkv(), D = in.D();
     const int group = H / Hkv;
     std::vector<double> out(static_cast<size_t>(B) * H * D, 0.0);
@@ -27,7 +42,8 @@ std::vector<double> softmax_decode(const Inputs& in, double scale) {
     parallel_for(static_cast<long long>(B) * Hkv, [&](long long task) {
         const int b = static_cast<int>(task / Hkv), kvh = static_cast<int>(task % Hkv);
         const int ctx = in.ctx(b);
-        std::vector<double> k(static_cast<size_t>(ctx) * D), v(static_cast<size_t>(ctx) * D), logits(ctx);
+        // [ctx, D] each
+        std::vector<double> k(static_cast<size_t>(ctx) * D), v(static_cast<size_t>(ctx) * D), s(ctx);
         for (int t = 0; t < ctx; ++t)
             for (int d = 0; d < D; ++d) {
                 k[static_cast<size_t>(t) * D + d] = in.k(b, t, kvh, d);
@@ -36,23 +52,26 @@ std::vector<double> softmax_decode(const Inputs& in, double scale) {
         std::vector<double> q(D);
         for (int h = kvh * group; h < (kvh + 1) * group; ++h) {
             for (int d = 0; d < D; ++d) q[d] = in.q(b, h, d);
-            double m = -INFINITY;
             for (int t = 0; t < ctx; ++t) {
-                double s = 0;
-                for (int d = 0; d < D; ++d) s += q[d] * k[static_cast<size_t>(t) * D + d];
-                logits[t] = s * scale;
-                m = std::max(m, logits[t]);
+                double dot = 0;
+                for (int d = 0; d < D; ++d) dot += q[d] * k[static_cast<size_t>(t) * D + d];
+                s[t] = dot * scale;
             }
-            double sum = 0;
-            for (int t = 0; t < ctx; ++t) sum += (logits[t] = std::exp(logits[t] - m));
+            const std::vector<double> p = to_p(s);
             double* o = &out[(static_cast<size_t>(b) * H + h) * D];
             for (int t = 0; t < ctx; ++t) {
-                const double p = logits[t] / sum;
-                for (int d = 0; d < D; ++d) o[d] += p * v[static_cast<size_t>(t) * D + d];
+                if (p[t] == 0.0) continue;  // adds nothing (for the gate: the V row lesson 05 never loads)
+                for (int d = 0; d < D; ++d) o[d] += p[t] * v[static_cast<size_t>(t) * D + d];
             }
         }
     });
     return out;
+}
+
+// Returns out as [B, H, D].
+template <class Inputs>
+std::vector<double> softmax_decode(const Inputs& in, double scale) {
+    return decode_with_weights(in, scale, SoftmaxP{});
 }
 
 // The reference for a generated paged problem.

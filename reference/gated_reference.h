@@ -21,8 +21,9 @@
 #include <stdexcept>
 #include <vector>
 
-#include "parallel.h"
+#include "decode_reference.h"
 #include "paged_cache.h"
+#include "parallel.h"
 
 namespace pa::reference {
 
@@ -88,41 +89,18 @@ std::vector<double> gated_scores(const Inputs& in, double scale, int seq, int he
 
 }  // namespace detail
 
+// The gate as a score-to-P step (decode_with_weights, and the prefill's policy). Validated
+// here, on the calling thread: a throw inside parallel_for's workers would terminate.
+struct GateP {
+    explicit GateP(const GateParams& g) : gate(g) { validate_gate(g); }
+    GateParams gate;
+    std::vector<double> operator()(const std::vector<double>& s) const { return gate_weights(s, gate); }
+};
+
 // Returns out as [B, H, D].
 template <class Inputs>
 std::vector<double> gated_decode(const Inputs& in, double scale, const GateParams& g) {
-    validate_gate(g);
-    const int B = in.B(), H = in.H(), Hkv = in.Hkv(), D = in.D();
-    const int group = H / Hkv;
-    std::vector<double> out(static_cast<size_t>(B) * H * D, 0.0);
-    // One task per (sequence, KV head): its K and V are read once for the `group` query heads.
-    parallel_for(static_cast<long long>(B) * Hkv, [&](long long task) {
-        const int b = static_cast<int>(task / Hkv), kvh = static_cast<int>(task % Hkv);
-        const int ctx = in.ctx(b);
-        // [ctx, D] each
-        std::vector<double> k(static_cast<size_t>(ctx) * D), v(static_cast<size_t>(ctx) * D), s(ctx);
-        for (int t = 0; t < ctx; ++t)
-            for (int d = 0; d < D; ++d) {
-                k[static_cast<size_t>(t) * D + d] = in.k(b, t, kvh, d);
-                v[static_cast<size_t>(t) * D + d] = in.v(b, t, kvh, d);
-            }
-        std::vector<double> q(D);
-        for (int h = kvh * group; h < (kvh + 1) * group; ++h) {
-            for (int d = 0; d < D; ++d) q[d] = in.q(b, h, d);
-            for (int t = 0; t < ctx; ++t) {
-                double dot = 0;
-                for (int d = 0; d < D; ++d) dot += q[d] * k[static_cast<size_t>(t) * D + d];
-                s[t] = dot * scale;
-            }
-            const std::vector<double> p = gate_weights(s, g);
-            double* o = &out[(static_cast<size_t>(b) * H + h) * D];
-            for (int t = 0; t < ctx; ++t) {
-                if (p[t] == 0.0) continue;  // adds nothing: the V row lesson 05 never loads
-                for (int d = 0; d < D; ++d) o[d] += p[t] * v[static_cast<size_t>(t) * D + d];
-            }
-        }
-    });
-    return out;
+    return decode_with_weights(in, scale, GateP(g));
 }
 
 // The weights p of one (sequence, head): [ctx]. Lesson 05 counts its zeros per query head,

@@ -33,24 +33,7 @@
 namespace pa::reference {
 
 // Score-to-P policies: one query row's scaled scores over positions 0 .. n-1 -> weights [n].
-struct SoftmaxP {
-    std::vector<double> operator()(const std::vector<double>& s) const {
-        double m = -INFINITY;
-        for (double x : s) m = std::max(m, x);
-        std::vector<double> p(s.size());
-        double sum = 0;
-        for (size_t t = 0; t < s.size(); ++t) sum += (p[t] = std::exp(s[t] - m));
-        for (double& x : p) x /= sum;
-        return p;
-    }
-};
-
-struct GateP {
-    // Validated here, on the calling thread: a throw inside parallel_for's workers would terminate.
-    explicit GateP(const GateParams& g) : gate(g) { validate_gate(g); }
-    GateParams gate;
-    std::vector<double> operator()(const std::vector<double>& s) const { return gate_weights(s, gate); }
-};
+// SoftmaxP (decode_reference.h) and GateP (gated_reference.h).
 
 // First output row of each sequence, and the total in the last entry: [B + 1].
 template <class Inputs>
