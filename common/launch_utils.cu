@@ -9,38 +9,24 @@
 
 namespace pa {
 
-int max_dynamic_smem(const void* kernel) {
-    int device = 0, optin = 0;
-    CUDA_CHECK(cudaGetDevice(&device));
-    CUDA_CHECK(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device));
-    cudaFuncAttributes attr{};
-    CUDA_CHECK(cudaFuncGetAttributes(&attr, kernel));
-    return optin - static_cast<int>(attr.sharedSizeBytes);  // static shared memory counts against the same limit
-}
-
-void opt_in_max_dynamic_smem(const void* kernel) {
-    static std::mutex mu;
-    static std::set<const void*> done;
-    std::lock_guard<std::mutex> lock(mu);
-    if (done.count(kernel)) return;
-    CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, max_dynamic_smem(kernel)));
-    done.insert(kernel);
-}
-
 namespace {
+
+int current_device() {
+    int device = 0;
+    CUDA_CHECK(cudaGetDevice(&device));
+    return device;
+}
 
 // A device attribute of the current device, read from the driver once per device.
 int cached_attribute(cudaDeviceAttr attr) {
     static std::mutex mu;
     static std::map<std::pair<int, int>, int> values;
-    int device = 0;
-    CUDA_CHECK(cudaGetDevice(&device));
+    const std::pair<int, int> key{current_device(), static_cast<int>(attr)};
     std::lock_guard<std::mutex> lock(mu);
-    const std::pair<int, int> key{device, static_cast<int>(attr)};
     auto it = values.find(key);
     if (it == values.end()) {
         int v = 0;
-        CUDA_CHECK(cudaDeviceGetAttribute(&v, attr, device));
+        CUDA_CHECK(cudaDeviceGetAttribute(&v, attr, key.first));
         it = values.emplace(key, v).first;
     }
     return it->second;
@@ -51,5 +37,34 @@ int cached_attribute(cudaDeviceAttr attr) {
 int current_sm_count() { return cached_attribute(cudaDevAttrMultiProcessorCount); }
 
 int current_max_smem_optin() { return cached_attribute(cudaDevAttrMaxSharedMemoryPerBlockOptin); }
+
+// Both are asked on launch paths (a variant's why_not inside `auto`, every launch's opt-in),
+// so each (device, kernel) is queried from the driver once and then looked up.
+int max_dynamic_smem(const void* kernel) {
+    static std::mutex mu;
+    static std::map<std::pair<int, const void*>, int> known;
+    const std::pair<int, const void*> key{current_device(), kernel};
+    const int optin = current_max_smem_optin();
+    std::lock_guard<std::mutex> lock(mu);
+    auto it = known.find(key);
+    if (it == known.end()) {
+        cudaFuncAttributes attr{};
+        CUDA_CHECK(cudaFuncGetAttributes(&attr, kernel));
+        // static shared memory counts against the same limit
+        it = known.emplace(key, optin - static_cast<int>(attr.sharedSizeBytes)).first;
+    }
+    return it->second;
+}
+
+void opt_in_max_dynamic_smem(const void* kernel) {
+    static std::mutex mu;
+    static std::set<std::pair<int, const void*>> done;  // the attribute is set per device
+    const std::pair<int, const void*> key{current_device(), kernel};
+    const int limit = max_dynamic_smem(kernel);
+    std::lock_guard<std::mutex> lock(mu);
+    if (done.count(key)) return;
+    CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, limit));
+    done.insert(key);
+}
 
 }  // namespace pa
