@@ -291,6 +291,14 @@ def best_of(c, lesson, variants, shape):
     return min(rows, key=lambda r: float(r["us_median"]))
 
 
+def auto_row(c, lesson, shape):
+    """The L2-cold `auto` row of a shape, which must name its pick (CSV column auto_pick)."""
+    a = c.row(lesson, "auto", shape)
+    if not a.get("auto_pick"):
+        raise TableError(f"{c.rel}: the auto row of {shape} has no auto_pick")
+    return a
+
+
 def absent_note(absent):
     return f"; not in this CSV: {variant_list(absent)}" if absent else ""
 
@@ -327,9 +335,7 @@ def t_results_so_far(ctx):
         for s in TABLE_A:
             n = c1.row("01", "naive", s)
             b = best_of(c2, "02", steps, s)
-            a = c2.row("02", "auto", s)
-            if not a.get("auto_pick"):
-                raise TableError(f"{c2.rel}: the auto row of {s} has no auto_pick")
+            a = auto_row(c2, "02", s)
             rows.append([s, f"{n['H']} / {n['Hkv']}", us1(n["us_median"]), pct(n), b["variant"],
                          us1(b["us_median"]), pct(b), b.get("ctas", ""), a["auto_pick"],
                          us1(a["us_median"]), pct(a)])
@@ -417,9 +423,7 @@ def t_lesson02_table_a(ctx):
         for s in TABLE_A:
             n = c.row("01", "naive", s)
             b = best_of(c, "02", steps, s)
-            a = c.row("02", "auto", s)
-            if not a.get("auto_pick"):
-                raise TableError(f"{c.rel}: the auto row of {s} has no auto_pick")
+            a = auto_row(c, "02", s)
             rows.append([s, f"{n['H']} / {n['Hkv']}", us1(n["us_median"]), b["variant"], us1(b["us_median"]),
                          f"{float(n['us_median']) / float(b['us_median']):.1f}x", pct(b), a["auto_pick"],
                          us1(a["us_median"])])
@@ -979,7 +983,7 @@ def t_lesson03_dispatch(ctx):
             sp = c.row("03", "single_pass", s)
             sk = lesson03_best(c, s, LESSON03_SPLIT)
             best = min(float(sp["us_median"]), float(sk["us_median"]))
-            a = c.row("03", "auto", s)
+            a = auto_row(c, "03", s)
             cells = []
             for i, (_, col) in enumerate(LESSON03_RULES):
                 v = a.get(col)
