@@ -56,6 +56,7 @@ struct LaunchGeometry {
     int threads = 0;       // per CTA
     int smem_bytes = 0;    // dynamic shared memory per CTA
     int ctas_per_sm = 0;   // resident at once (occupancy calculator)
+    int partitions = 1;    // CTAs that share one (sequence, KV head)'s tokens: split-k's partitions
     double waves(int sms) const { return ctas_per_sm > 0 ? static_cast<double>(ctas) / (static_cast<double>(sms) * ctas_per_sm) : 0; }
 };
 

@@ -157,9 +157,10 @@ int main(int argc, char** argv) {
     for (const auto& s : pa::table_b()) spec.bench_shapes.push_back(s);
     for (const auto& s : pa::long_context_shapes()) spec.bench_shapes.push_back(s);
     spec.reference = [](const pa::DecodeProblem& p) { return pa::reference::softmax_decode(p); };
-    spec.annotate = [](const pa::DecodeShape& s, pa::ResultRow& row) {
+    spec.annotate = [variants = spec.variants](const pa::DecodeShape& s, pa::ResultRow& row) {
         const pa::DeviceInfo& info = pa::current_device_info();
-        row.set_extra("splits", std::to_string(lesson03::partitions_of(row.variant, s, info)));
+        for (const auto& v : variants)  // partition CTAs per (sequence, KV head) of the row's variant
+            if (v.name == row.variant) row.set_extra("splits", std::to_string(v.geometry(s, info).partitions));
         if (row.variant == "auto") {
             const lesson03::ShapeFacts f = lesson03::facts_of(s, info.sms);
             const lesson03::Choice c = lesson03::our_rule(f);

@@ -200,6 +200,7 @@ pa::LaunchGeometry geometry(const SplitPlan& p, const pa::DecodeShape& s, const 
         g.smem_bytes = smem;
         CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&g.ctas_per_sm, k, g.threads, g.smem_bytes));
     });
+    g.partitions = grid_partitions(p, s.max_ctx());
     return g;
 }
 
@@ -312,20 +313,6 @@ std::vector<pa::DecodeVariant> check_only_variants() {
     even8.partition_size = 0;
     even8.splits = 8;
     return {variant(fixed(32)), variant(fixed(32, true)), variant(even8)};
-}
-
-int partitions_of(const std::string& variant, const pa::DecodeShape& s, const pa::DeviceInfo& info) {
-    if (variant == "single_pass") return 1;
-    if (variant == "split_k_even") return even_plan(s, info.sms).splits;
-    if (variant == "auto") {
-        const Choice c = auto_choice(s, info);
-        return c.split ? grid_partitions(c.plan, s.max_ctx()) : 1;
-    }
-    const size_t at = variant.find_last_of('_');
-    if (variant.rfind("split_k_even", 0) == 0) return std::stoi(variant.substr(12));
-    if (variant.rfind("split_k_", 0) == 0 && at != std::string::npos)
-        return num_partitions(s.max_ctx(), std::stoi(variant.substr(at + 1)));
-    return 0;
 }
 
 std::vector<pa::DecodeShape> split_check_shapes() {

@@ -39,8 +39,6 @@ pa::DecodeVariant auto_variant();
 std::vector<pa::DecodeVariant> bench_variants();
 // Checked, not measured: partitions of 32 (many segments), fused and not; 8 even splits.
 std::vector<pa::DecodeVariant> check_only_variants();
-// Partition CTAs per (sequence, KV head) that a variant of this lesson launches (1: single pass).
-int partitions_of(const std::string& variant, const pa::DecodeShape& s, const pa::DeviceInfo& info);
 
 // Shapes for the check: mixed lengths where short sequences leave sentinel partitions,
 // ctx 513 at partition 32 (17 segments), long contexts.
