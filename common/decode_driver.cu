@@ -261,9 +261,21 @@ std::pair<std::string, double> RowIndex::best_of(const std::string& shape, const
 int run_decode_lesson(int argc, char** argv, const DecodeLessonSpec& spec) {
     std::vector<LessonFlag> mode_flags;
     for (const auto& m : spec.modes) mode_flags.push_back(m.flag);
+    mode_flags.insert(mode_flags.end(), spec.flags.begin(), spec.flags.end());
     const Flags f = parse_flags_or_exit(argc, argv, decode_usage(spec.program, spec.extra_usage), mode_flags);
     for (const auto& m : spec.modes)
         if (f.has(m.flag.name)) return m.run(f);
+    std::vector<LessonPass> passes;
+    try {
+        if (spec.passes) passes = spec.passes(f);
+    } catch (const FlagError& e) {
+        std::fprintf(stderr, "error: %s: %s\n", spec.program.c_str(), e.what());
+        return kExitBadInput;
+    }
+    if (passes.empty()) passes.push_back(LessonPass{});
+    auto apply = [&](const LessonPass& pass) {
+        if (pass.apply) pass.apply();
+    };
     // Names and shapes are checked before looking for a GPU, so a typo is exit code 2 everywhere.
     std::vector<DecodeVariant> all = spec.variants;
     all.insert(all.end(), spec.check_only_variants.begin(), spec.check_only_variants.end());
@@ -281,7 +293,12 @@ int run_decode_lesson(int argc, char** argv, const DecodeLessonSpec& spec) {
         refuse_unrunnable_shapes(spec.program, f.bench_only ? bench_shapes : check_shapes, variants, info);
         if (!f.check_only) refuse_unrunnable_shapes(spec.program, bench_shapes, variants, info);
         int failures = 0;
-        if (!f.bench_only) failures += run_decode_checks(check_shapes, variants, spec.reference, f.seed, info);
+        if (!f.bench_only)
+            for (const auto& pass : passes) {
+                apply(pass);
+                if (!pass.name.empty()) std::printf("-- %s --\n", pass.name.c_str());
+                failures += run_decode_checks(check_shapes, variants, spec.reference, f.seed, info);
+            }
         if (f.check_only) return failures == 0 ? 0 : 1;
 
         BenchSetup setup;
@@ -305,13 +322,16 @@ int run_decode_lesson(int argc, char** argv, const DecodeLessonSpec& spec) {
         std::vector<ResultRow> rows;
         for (const auto& s : bench_shapes) {
             const DecodeProblem p = make_decode_problem(s, f.seed);
-            const std::vector<double> ref = spec.reference(p);
-            auto r = bench_decode_shape(setup, p, ref, measured);
-            for (auto& row : r) {
-                if (spec.annotate) spec.annotate(s, row);
-                failures += row.check == "FAIL" && row.l2 == "cold";
+            for (const auto& pass : passes) {
+                apply(pass);
+                const std::vector<double> ref = spec.reference(p);
+                auto r = bench_decode_shape(setup, p, ref, measured);
+                for (auto& row : r) {
+                    if (spec.annotate) spec.annotate(s, row);
+                    failures += row.check == "FAIL" && row.l2 == "cold";
+                }
+                rows.insert(rows.end(), r.begin(), r.end());
             }
-            rows.insert(rows.end(), r.begin(), r.end());
         }
         print_decode_rows(rows, info, setup.read_bw_gbps);
         if (f.variant.empty() && spec.summarize) spec.summarize(rows, bench_shapes);

@@ -118,6 +118,14 @@ struct LessonMode {
     std::function<int(const Flags&)> run;  // returns the exit code
 };
 
+// One run of the check and the measurement, for a lesson whose kernels and reference read a
+// setting beyond the shape (lesson 05: the gate's sigma). `apply` makes the setting current
+// before the pass's checks and measurements, and before `annotate` sees its rows.
+struct LessonPass {
+    std::string name;             // printed above the pass's check: "sigma 1.5"
+    std::function<void()> apply;
+};
+
 // What a decode lesson's main() declares; run_decode_lesson does the rest.
 struct DecodeLessonSpec {
     std::string program;                     // "lesson01_naive_decode"
@@ -139,6 +147,13 @@ struct DecodeLessonSpec {
     // `shapes` are the measured ones.
     std::function<void(const std::vector<ResultRow>& rows, const std::vector<DecodeShape>& shapes)> summarize;
     std::vector<LessonMode> modes;
+    // Lesson flags that configure the run rather than replace it (lesson 05's --sigma); read
+    // by `passes`.
+    std::vector<LessonFlag> flags;
+    // The passes of a run, in order (unset: one plain pass). May throw FlagError for a flag
+    // value it refuses (exit code 2). Each shape's problem is made once and measured in
+    // every pass.
+    std::function<std::vector<LessonPass>(const Flags&)> passes;
 };
 
 // Splits off the variants this GPU cannot run (compute capability below min_cc), printing

@@ -91,6 +91,13 @@ std::vector<DecodeShape> table_c() {
                   {128, 256}, {128, 512}});
 }
 
+std::vector<DecodeShape> table_c_grid() {
+    std::vector<DecodeShape> out;
+    for (int b : {1, 32, 64, 128})
+        for (int t : {256, 512, 1024, 2048}) out.push_back(make_decode_shape("h8kv4", b, 8, 4, t, DType::bf16));
+    return out;
+}
+
 std::vector<DecodeShape> shape_catalogue() {
     std::vector<DecodeShape> out;
     std::set<std::string> seen;
@@ -132,7 +139,7 @@ std::vector<DecodeShape> decode_check_shapes() {
 }
 
 std::optional<DecodeShape> find_shape(const std::string& name) {
-    for (const auto& list : {shape_catalogue(), long_context_shapes()})
+    for (const auto& list : {shape_catalogue(), long_context_shapes(), table_c_grid()})
         for (const auto& s : list)
             if (s.name == name) return s;
     return std::nullopt;

@@ -51,6 +51,10 @@ std::vector<DecodeShape> table_c();
 // Table C, split by the lesson-02 tables that use it.
 std::vector<DecodeShape> table_c_tgs_sweep();
 std::vector<DecodeShape> table_c_ablation();
+// Table C as lesson 05 measures it: B in {1, 32, 64, 128} x ctx in {256, 512, 1024, 2048},
+// bf16, H8/Hkv4. Not in shape_catalogue() (lesson 01 measures every catalogue shape);
+// find_shape knows them.
+std::vector<DecodeShape> table_c_grid();
 // Everything above, each name once.
 std::vector<DecodeShape> shape_catalogue();
 // Beyond the posts, for split-k (lesson 03 on): a server-like batch of mixed lengths

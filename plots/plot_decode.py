@@ -1,36 +1,40 @@
 #!/usr/bin/env python3
-"""Plots the decode measurements that scripts/run_lessons.sh writes.
+"""Plots the decode measurements that scripts/run_lessons.sh and scripts/reproduce.sh write.
 
-Reads plots/data/<gpu>/lessonNN.csv (whichever lessons exist) and writes, into plots/:
-  <gpu>_decode_bandwidth.png  Table A shapes (llama7b-*, llama70b-*, mqa-*): % of the
-                              measured streaming-read bandwidth, L2-cold, per lesson
-                              (lesson 01 naive; lesson 02 best of its steps and its auto
-                              pick; later lessons: best variant and auto).
+Reads plots/data/<gpu>/lessonNN.csv (lessons 01 to 04, whichever exist) and the peers'
+CSVs (peers_sdpa.csv, peers_flashinfer.csv, where they exist), and writes, into plots/:
+  <gpu>_decode_bandwidth.png  the progress chart: Table A shapes (llama7b-*, llama70b-*,
+                              mqa-*), % of the measured streaming-read bandwidth, L2-cold,
+                              per lesson (lesson 01 naive; lesson 02 best of its steps and its
+                              auto pick; lessons 03 and 04: best variant and auto) and per peer
+                              (PyTorch SDPA flash / cuDNN, FlashInfer decode / tensor-core decode).
   <gpu>_tgs_sweep.png         h8kv4-* shapes: L2-cold median time of lesson 02's
                               wide_loads and grouped steps at TGS 4, 8, 16 and of the
                               tensor-core grouped_mma and grouped_mma_ws, and each one's
                               time over the best of them.
+Each title names the GPU and the date of the data.
 
-Usage: python3 plots/plot_decode.py [--gpu h200]
-Needs matplotlib only (no GPU). Missing lessons, and lesson-02 variants missing from its
-CSV, are skipped with a one-line message.
+Usage: python3 plots/plot_decode.py [--gpu h200] [--data DIR] [--out DIR] [--date YYYY-MM-DD]
+Needs matplotlib only (no GPU). Missing CSVs, and lesson-02 variants missing from its CSV,
+are skipped with a one-line message.
 """
 
-import argparse
 import csv
 import glob
 import os
 import re
 import sys
 
-import matplotlib
+import matplotlib.ticker
 
-matplotlib.use("Agg")  # files only, no display needed
-import matplotlib.pyplot as plt  # noqa: E402
-import matplotlib.ticker  # noqa: E402,F401
+import plotlib
+from plotlib import plt
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-TABLE_A_PREFIXES = ("llama7b-", "llama70b-", "mqa-")
+# Table A (common/shapes.cpp): the bandwidth plot leaves out the long-context shapes
+# (llama70b-B16-mixed, *-ctx128k) that lesson 03 adds under the same model names.
+TABLE_A = ["llama7b-B1-ctx1k", "llama7b-B1-ctx4k", "llama7b-B8-ctx2k", "llama7b-B32-ctx1k",
+           "llama70b-B1-ctx4k", "llama70b-B4-ctx2k", "llama70b-B16-ctx8k",
+           "mqa-B1-ctx4k", "mqa-B16-ctx4k", "mqa-B64-ctx2k"]
 TGS = (4, 8, 16)
 # Lesson 02's steps: 1 thread_groups, 2 wide_loads, 3 per_head and grouped (the two CTA
 # mappings), each at TGS 4/8/16; 4 grouped_mma; 5 grouped_mma_ws.
@@ -42,11 +46,17 @@ TGS_SWEEP_CONFIGS = [f"{step}_tgs{tgs}" for step in ("wide_loads", "grouped") fo
     "grouped_mma", "grouped_mma_ws"]
 
 
+# The softmax decode lessons; lesson 05 decodes the gated attention, another function.
+DECODE_LESSONS = ("01", "02", "03", "04")
+
+
 def read_lessons(data_dir):
-    """{lesson number: [row dicts]} for every lessonNN.csv in data_dir; L2-cold, passing rows."""
+    """{lesson number: [row dicts]} for lessons 01-04's lessonNN.csv in data_dir; L2-cold, passing rows."""
     lessons = {}
     for path in sorted(glob.glob(os.path.join(data_dir, "lesson[0-9][0-9].csv"))):
         nn = re.search(r"lesson(\d\d)\.csv$", path).group(1)
+        if nn not in DECODE_LESSONS:
+            continue
         with open(path, newline="") as f:
             rows = list(csv.DictReader(f))
         failed = [r for r in rows if r.get("check") == "FAIL"]
@@ -92,7 +102,7 @@ def bandwidth_series(lessons):
     series = []
     for nn, rows in sorted(lessons.items()):
         own = [r for r in rows if r["lesson"] == nn]  # lesson 02's CSV also repeats lesson 01
-        shapes = shapes_in_order(own, lambda s: s.startswith(TABLE_A_PREFIXES))
+        shapes = shapes_in_order(own, lambda s: s in TABLE_A)
         if not shapes:
             print(f"lesson{nn}.csv: no Table A shapes, not in the bandwidth plot")
             continue
@@ -112,17 +122,28 @@ def bandwidth_series(lessons):
     return series
 
 
-def plot_bandwidth(lessons, gpu, out_path):
+def peer_series(peers):
+    """[(label, {shape: row})], one per peer variant with Table A rows."""
+    out = []
+    for v in plotlib.PEER_STYLE:
+        by = {r["shape"]: r for r in peers if r["variant"] == v and r["shape"] in TABLE_A}
+        if by:
+            out.append((f"peer {v}", by))
+    return out
+
+
+def plot_bandwidth(lessons, peers, args, paths):
     series = bandwidth_series(lessons)
     if not series:
         print("bandwidth plot skipped: no lesson CSV has Table A shapes")
         return False
+    series += peer_series(peers)
     shapes = []
     for _, by_shape in series:
         shapes += [s for s, r in by_shape.items() if r is not None and s not in shapes]
 
-    fig, ax = plt.subplots(figsize=(13, 5.5))
-    width = 0.8 / len(series)
+    fig, ax = plt.subplots(figsize=(16, 6))
+    width = 0.85 / len(series)
     for i, (label, by_shape) in enumerate(series):
         xs, ys = [], []
         for j, s in enumerate(shapes):
@@ -130,8 +151,10 @@ def plot_bandwidth(lessons, gpu, out_path):
             if r is not None and r["pct_read_bw"]:
                 xs.append(j + (i - (len(series) - 1) / 2) * width)
                 ys.append(float(r["pct_read_bw"]))
-        bars = ax.bar(xs, ys, width, label=label)
-        ax.bar_label(bars, labels=[f"{y:.1f}" for y in ys], fontsize=7, padding=1)
+        peer = label.startswith("peer ")
+        style = dict(color=plotlib.PEER_STYLE[label[5:]][0], hatch="//", edgecolor="white") if peer else {}
+        bars = ax.bar(xs, ys, width, label=label, **style)
+        ax.bar_label(bars, labels=[f"{y:.0f}" for y in ys], fontsize=5.5, padding=1, rotation=90)
 
     # Name the winning lesson-02 configuration under each shape.
     best02 = dict(series).get("lesson 02 best step", {})
@@ -141,19 +164,17 @@ def plot_bandwidth(lessons, gpu, out_path):
         ticks.append(f"{s}\n({r['variant']})" if r is not None else s)
     ax.set_xticks(range(len(shapes)), ticks, rotation=30, ha="right", fontsize=8)
     ax.set_ylabel("% of measured streaming-read bandwidth (L2-cold)")
-    ax.set_ylim(0, 100)
-    ax.set_title(f"Paged decode on {gpu.upper()}, Table A shapes (fp16, D 128, block 16): "
-                 "share of read bandwidth reached")
-    ax.legend(loc="upper left", fontsize=8)
+    ax.set_ylim(0, 110)
+    ax.set_title(plotlib.title(args, paths, "Paged decode, lessons 01 -> 04 and peers")
+                 + ": Table A shapes (fp16, D 128, block 16), share of the read bandwidth reached", fontsize=10)
+    ax.legend(loc="upper left", fontsize=7, ncol=3)
     ax.grid(axis="y", alpha=0.3)
     fig.tight_layout()
-    fig.savefig(out_path, dpi=120)
-    plt.close(fig)
-    print(f"wrote {os.path.relpath(out_path)}")
+    plotlib.save(fig, args, "decode_bandwidth")
     return True
 
 
-def plot_tgs_sweep(lessons, gpu, out_path):
+def plot_tgs_sweep(lessons, args, paths):
     if "02" not in lessons:
         print("TGS sweep plot skipped: no lesson02.csv")
         return False
@@ -194,8 +215,8 @@ def plot_tgs_sweep(lessons, gpu, out_path):
     ax_us.yaxis.set_minor_formatter(matplotlib.ticker.FormatStrFormatter("%g"))
     ax_us.tick_params(axis="y", which="minor", labelsize=7)
     ax_us.set_ylabel("median time, us (L2-cold, log scale)")
-    ax_us.set_title(f"Lesson 02 on {gpu.upper()}: thread-group size sweep, h8kv4 shapes "
-                    "(H 8, Hkv 4, D 128, bf16, block 16)")
+    ax_us.set_title(plotlib.title(args, paths, "Lesson 02") + ": thread-group size sweep, h8kv4 shapes "
+                    "(H 8, Hkv 4, D 128, bf16, block 16)", fontsize=10)
     ax_us.legend(ncol=4, fontsize=8, loc="upper left")
     ax_us.grid(axis="y", which="both", alpha=0.3)
     ax_us.set_ylim(top=ax_us.get_ylim()[1] * 2.0)
@@ -206,33 +227,27 @@ def plot_tgs_sweep(lessons, gpu, out_path):
     ax_rel.grid(axis="y", alpha=0.3)
     ax_rel.set_xticks(range(len(shapes)), shapes, rotation=30, ha="right", fontsize=8)
     fig.tight_layout()
-    fig.savefig(out_path, dpi=120)
-    plt.close(fig)
-    print(f"wrote {os.path.relpath(out_path)}")
+    plotlib.save(fig, args, "tgs_sweep")
     return True
 
 
 def main():
-    ap = argparse.ArgumentParser(description="Plot the lessons' CSV measurements (no GPU needed).")
-    ap.add_argument("--gpu", default="h200", help="which plots/data/<gpu>/ to read (default h200)")
-    args = ap.parse_args()
-
-    data_dir = os.path.join(HERE, "data", args.gpu)
-    if not os.path.isdir(data_dir):
-        have = sorted(d for d in os.listdir(os.path.join(HERE, "data"))) if os.path.isdir(os.path.join(HERE, "data")) else []
-        print(f"no data for '{args.gpu}' (plots/data/{args.gpu}/ does not exist; have: {', '.join(have) or 'none'})")
-        return 1
-    lessons = read_lessons(data_dir)
-    for nn in ("01", "02"):
+    args = plotlib.parse_args("Plot the decode lessons' and the peers' CSV measurements (no GPU needed).")
+    if not os.path.isdir(args.dir):
+        print(f"decode plots: skipped: no {plotlib.display(args.dir)}/")
+        return 0
+    lessons = read_lessons(args.dir)
+    for nn in DECODE_LESSONS:
         if nn not in lessons:
-            print(f"lesson{nn}.csv not found in plots/data/{args.gpu}/: skipped")
+            print(f"lesson{nn}.csv not found in {plotlib.display(args.dir)}/: not plotted")
     if not lessons:
-        print(f"no lessonNN.csv in plots/data/{args.gpu}/: nothing to plot")
-        return 1
-    print(f"plots/data/{args.gpu}/: lessons {', '.join(sorted(lessons))}")
-
-    plot_bandwidth(lessons, args.gpu, os.path.join(HERE, f"{args.gpu}_decode_bandwidth.png"))
-    plot_tgs_sweep(lessons, args.gpu, os.path.join(HERE, f"{args.gpu}_tgs_sweep.png"))
+        print(f"decode plots: skipped: no lesson 01-04 CSV in {plotlib.display(args.dir)}/")
+        return 0
+    print(f"{plotlib.display(args.dir)}/: lessons {', '.join(sorted(lessons))}")
+    peers = plotlib.read_peers(args)
+    paths = [os.path.join(args.dir, f"lesson{nn}.csv") for nn in lessons]
+    plot_bandwidth(lessons, peers, args, paths + [os.path.join(args.dir, p) for p in plotlib.PEER_FILES])
+    plot_tgs_sweep(lessons, args, [os.path.join(args.dir, "lesson02.csv")])
     return 0
 
 

@@ -9,29 +9,22 @@ against tokens for `per_token` (one copy call per token per layer per K/V per ra
 device-to-device copies of the hand-off's bytes (the `memcpy` rows): the least a total of
 three stages that each move those bytes once can take on this GPU.
 
-Usage: python3 plots/plot_staging.py [--gpu h200] [--date YYYY-MM-DD]
+Usage: python3 plots/plot_staging.py [--gpu h200] [--data DIR] [--out DIR] [--date YYYY-MM-DD]
 The title names the GPU and the date of the data: --date, else the date of the commit that
 last changed the CSV (when it is committed and unchanged since), else the CSV file's date.
-Needs matplotlib only (no GPU). Rows whose check FAILed and variants the CSV lacks are
-left out, each with a one-line message.
+Needs matplotlib only (no GPU). A missing lesson07.csv is skipped with one line; rows whose
+check FAILed and variants the CSV lacks are left out, each with a one-line message.
 """
 
-import argparse
 import csv
-import datetime
 import os
 import re
-import subprocess
 import sys
 
-import matplotlib
+import matplotlib.ticker
 
-matplotlib.use("Agg")  # files only, no display needed
-import matplotlib.pyplot as plt  # noqa: E402
-import matplotlib.ticker  # noqa: E402
-
-HERE = os.path.dirname(os.path.abspath(__file__))
-GPU_NAMES = {"h200": "NVIDIA H200", "h100": "NVIDIA H100 80GB HBM3"}
+import plotlib
+from plotlib import plt
 # (variant, legend label, colour, marker); two-GPU variants last.
 VARIANTS = [
     ("per_token", "per_token (one call per token, layer, K/V, rank pair)", "#d62728", "s"),
@@ -53,21 +46,6 @@ def read_rows(path):
     return [r for r in rows if r.get("check") == "PASS"]
 
 
-def data_date(path):
-    """(date, where it came from) of the CSV: its last commit when unchanged since, else its mtime."""
-    rel = os.path.relpath(path, os.path.dirname(HERE))
-    try:
-        def git(*args):
-            return subprocess.run(["git", "-C", os.path.dirname(HERE), *args], capture_output=True, text=True,
-                                  check=True).stdout.strip()
-        if git("log", "-1", "--format=%cs", "--", rel) and not git("status", "--porcelain", "--", rel):
-            return git("log", "-1", "--format=%cs", "--", rel), "the commit that last changed it"
-    except (OSError, subprocess.CalledProcessError):
-        pass
-    mtime = datetime.datetime.fromtimestamp(os.path.getmtime(path), tz=datetime.timezone.utc)
-    return mtime.strftime("%Y-%m-%d"), "the file's modification time"
-
-
 def series(rows, variant, stage, pair):
     """[(tokens, us_median)] of `variant`'s `stage` rows for one TP pair, by tokens."""
     out = []
@@ -78,7 +56,7 @@ def series(rows, variant, stage, pair):
     return sorted(out)
 
 
-def plot(rows, gpu, date, out_path):
+def plot(rows, args, path):
     pairs = []
     for r in rows:
         m = SHAPE.match(r["shape"])
@@ -116,32 +94,20 @@ def plot(rows, gpu, date, out_path):
     axes[0][0].set_ylabel("median time of one hand-off, us (log scale)")
     handles, labels = axes[0][0].get_legend_handles_labels()
     fig.legend(handles, labels, loc="lower center", ncol=2, fontsize=8, frameon=False)
-    fig.suptitle(f"Lesson 07 on {GPU_NAMES.get(gpu, gpu.upper())}, data of {date}: KV hand-off time vs tokens "
+    fig.suptitle(plotlib.title(args, [path], "Lesson 07") + ": KV hand-off time vs tokens "
                  f"({', '.join(layers)} layers, D 128, bf16, page 16)", fontsize=11)
     fig.tight_layout(rect=(0, 0.12, 1, 1))
-    fig.savefig(out_path, dpi=120)
-    plt.close(fig)
-    print(f"wrote {os.path.relpath(out_path)}")
+    plotlib.save(fig, args, "staging")
     return True
 
 
 def main():
-    ap = argparse.ArgumentParser(description="Plot lesson 07's hand-off times against tokens (no GPU needed).")
-    ap.add_argument("--gpu", default="h200", help="which plots/data/<gpu>/ to read (default h200)")
-    ap.add_argument("--date", default=None, help="the date of the data for the title (default: from git or the file)")
-    args = ap.parse_args()
-
-    path = os.path.join(HERE, "data", args.gpu, "lesson07.csv")
-    if not os.path.isfile(path):
-        print(f"no plots/data/{args.gpu}/lesson07.csv: nothing to plot")
-        return 1
-    if args.date:
-        date = args.date
-    else:
-        date, source = data_date(path)
-        print(f"date of the data: {date} (from {source}; --date overrides)")
-    rows = read_rows(path)
-    return 0 if plot(rows, args.gpu, date, os.path.join(HERE, f"{args.gpu}_staging.png")) else 1
+    args = plotlib.parse_args("Plot lesson 07's hand-off times against tokens (no GPU needed).")
+    if plotlib.skip_missing(args, "lesson07.csv", "staging plot"):
+        return 0
+    path = plotlib.csv_path(args, "lesson07.csv")
+    print(f"date of the data: {plotlib.data_date(args, [path])} (--date overrides)")
+    return 0 if plot(read_rows(path), args, path) else 1
 
 
 if __name__ == "__main__":

@@ -159,6 +159,17 @@ pa_ensure_python3() {
     command -v python3 >/dev/null 2>&1 || pa_fail "Python 3 is needed for the README table tests (plots/tables.py) and could not be installed here: install python3 (e.g. 'apt-get install python3'), then run this again."
 }
 
+# matplotlib for the tests that draw every plot from small CSVs (plots/test_plots.py); the
+# lessons themselves never need it.
+pa_ensure_matplotlib() {
+    python3 -c 'import matplotlib' >/dev/null 2>&1 && return 0
+    if pa_can_apt; then
+        echo "matplotlib not found for python3: trying apt-get install python3-matplotlib"
+        pa_apt_install python3-matplotlib || true
+    fi
+    python3 -c 'import matplotlib' >/dev/null 2>&1 || pa_fail "matplotlib is needed for the plot tests (plots/test_plots.py) and could not be installed here: install it (e.g. 'apt-get install python3-matplotlib' or 'pip install matplotlib'), then run this again."
+}
+
 # Configure build/ (reusing its generator if it exists) and build it on every core.
 pa_configure_and_build() {  # pa_configure_and_build -DPA_BUILD_TESTS=ON|OFF
     local gen=()

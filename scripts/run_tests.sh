@@ -5,8 +5,9 @@
 #
 #   bash scripts/run_tests.sh          (from anywhere; .ci/run calls exactly this)
 #
-# Installs Catch2 v3 and python3 when missing and it can (apt, as root or through sudo);
-# python3 runs plots/tables.py, whose tests check the README tables against the CSVs.
+# Installs Catch2 v3, python3 and python3-matplotlib when missing and it can (apt, as root or
+# through sudo); python3 runs plots/tables.py, whose tests check the README tables against the
+# CSVs, and the plot and TABLES.md tests (plots/test_plots.py, plots/make_tables_md.py --check).
 # Exit code: ctest's (or 1 when a prerequisite is missing).
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
@@ -16,6 +17,7 @@ cd "$(dirname "${BASH_SOURCE[0]}")/.."
 pa_ensure_build_tools
 pa_ensure_catch2
 pa_ensure_python3
+pa_ensure_matplotlib
 pa_configure_and_build -DPA_BUILD_TESTS=ON
 
 jobs=$(pa_jobs)

@@ -1,0 +1,355 @@
+// Lesson 05's building blocks: what every step of its ladder does the same way. The steps
+// (step1_dense.cuh .. step5_split_k_compact.cuh) differ only in which V rows are copied and
+// how the PV step finds them; everything here is lesson 02's step 5, reworked for the gate.
+//
+// The CTA is lesson 02's grouped one: one CTA per (sequence, KV head) serves the `group`
+// query heads that share it, so each K/V element is read once. 4 producer warps copy K and
+// V tiles of 128 tokens into a ring with cp.async; 8 consumer warps compute
+//   scores[h][t] = scale * K_tile[t] . q[h]       mma.sync.m16n8k16, one 16-token block per warp
+//   p[h][t]      = the gate of scores[h][.]       one consumer thread per token
+//   out^T[d][h] += V_tile^T[d][t] p[h][t]         mma.sync.m16n8k16, 16 dims per warp
+// Three things change from lesson 02:
+//  * The gate (reference/gated_reference.h) replaces the online softmax: nothing is
+//    normalised, so there is no running max, no running sum and no rescaling of the
+//    accumulators. p_t reads r_{t-1} and r_{t-2}, which for the first two tokens of a tile
+//    belong to the tile before: the gate keeps them in a two-float `carry` per head.
+//  * The stream runs kAhead K tiles ahead of the V tiles: K0 .. K_A, V0, K_{A+1}, V1, K_{A+2},
+//    ... (A = kAhead: 3 at one CTA per SM, 1 at two). The consumers compute the gate of tile
+//    i (they have its K) before its V tile is issued, which is what lets the later steps
+//    copy only the V rows some head needs, and the K tiles issued in between keep the
+//    memory busy while the gates run. With one CTA per SM nothing else hides the wait for
+//    a gate, and the K tiles run 3 ahead in a 6-slot ring; with two, the other CTA hides it,
+//    and one tile ahead in a 3-slot ring is enough (the README has the measurements). Step 1
+//    uses the same order, so that the steps differ in the bytes they read and nothing else.
+//  * A producer announces a tile with cp.async.mbarrier.arrive.noinc: the barrier counts
+//    the thread's arrival once all of its copies so far have landed, so no producer ever
+//    waits for its own copies. Lesson 02 announced a tile only after issuing kStages - 2
+//    later ones (cp.async.wait_group); here a later one can be a V tile whose copy waits
+//    for the gate of the very K tile not yet announced, and the two would wait for each
+//    other. Rows nobody must read are filled by cp.async with a source size of 0 (16 zero
+//    bytes, nothing read), so every write to a slot is one the barrier tracks.
+// D is 128 and a CTA serves up to 8 query heads (one 8-wide mma column block): the lesson's
+// shapes are H8/Hkv4 and the tests cover groups 1 to 8; other shapes are refused by name.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include "device_math.cuh"
+#include "mbarrier.cuh"
+#include "mma.cuh"
+
+namespace lesson05 {
+
+constexpr int kHeadSize = 128;              // D
+constexpr int kHeads = 8;                   // query heads per CTA: one mma column block
+constexpr int kTile = 128;                  // tokens per staged K or V tile
+constexpr int kRow = kHeadSize + 8;         // a staged row, padded by 16 bytes: ldmatrix rows on distinct banks
+constexpr int kTileElems = kTile * kRow;    // a staged tile: [kTile][kRow]
+constexpr int kConsumerThreads = 256;       // warps 0..7: the math
+constexpr int kProducerThreads = 128;       // warps 8..11: the copies
+constexpr int kThreads = kConsumerThreads + kProducerThreads;
+constexpr int kConsumerWarps = kConsumerThreads / 32;
+constexpr int kConsumerBarrier = 1;         // named barrier id of the consumer warps
+constexpr int kGateThreads = kTile;         // consumer threads 0..127: one token of a tile each
+constexpr int kScoreStride = kTile + 4;     // scores[h][t]: heads 2c and 2c + 1 of one mma land on distinct banks
+constexpr int kPStride = kTile + 8;         // p16[h][j], 16-bit: the PV step's B loads are conflict-free
+constexpr int kFirK = 3;                    // taps of the gate's moving average (reference FIR_K)
+static_assert(kTile / 16 == kConsumerWarps, "QK: one 16-token block per consumer warp");
+static_assert(kHeadSize / 16 == kConsumerWarps, "PV: one 16-dim block per consumer warp");
+static_assert(kGateThreads % 32 == 0 && kGateThreads <= kConsumerThreads, "gate threads are whole consumer warps");
+
+// What one CTA may ask for on sm_90 (227 KiB opt-in) less 1 KiB for the static arrays; two
+// CTAs share an SM's 228 KiB less 1 KiB the system keeps per CTA and 256 bytes of static
+// arrays. The two-per-SM layout also fits an A100 (163 KiB a CTA), one CTA per SM there.
+// GPUs with 99 KiB a CTA (sm_86, sm_89) fit neither: the variants say so.
+constexpr int kSmemLimitOnePerSm = 226 * 1024;
+constexpr int kSmemLimitTwoPerSm = 228 * 1024 / 2 - 1024 - 256;
+
+// Dynamic shared memory, in bytes:
+//   tiles   [kStages][kTile][kRow]       K or V elements
+//   scores  [kHeads][kScoreStride]       float: one token tile's scaled scores
+//   p16     [kBufs][kHeads][kPStride]    the weights in the storage type (the mma's B operand):
+//                                        a tile's gate runs kAhead tiles before its PV, so
+//                                        kAhead + 1 tiles' weights are alive at once
+//   rows    [kBufs][kTile]               uint8: which rows to copy (step 2) or the list (steps 3-5)
+//   carry   [2][kHeads][2]               float: r_{T-2}, r_{T-1} of the tile before (two buffers)
+// CTAS_PER_SM 1: a 6-slot ring, K tiles 3 ahead; 2: a 3-slot ring, K tiles 1 ahead.
+template <int CTAS_PER_SM>
+struct Layout {
+    static constexpr int kStages = CTAS_PER_SM == 1 ? 6 : 3;
+    static constexpr int kAhead = CTAS_PER_SM == 1 ? 3 : 1;  // K tiles issued before the V tile of the oldest gated tile
+    static constexpr int kBufs = kAhead + 1;    // tiles whose weights are alive at once
+    static constexpr int kTileBytes = kTileElems * 2;
+    static constexpr int kScoreBytes = kHeads * kScoreStride * 4;
+    static constexpr int kPBytes = kBufs * kHeads * kPStride * 2;
+    static constexpr int kRowsBytes = kBufs * kTile;
+    static constexpr int kCarryBytes = 2 * kHeads * 2 * 4;
+    static constexpr int kFixedBytes = kScoreBytes + kPBytes + kRowsBytes + kCarryBytes;
+    static constexpr int kSmemLimit = CTAS_PER_SM == 1 ? kSmemLimitOnePerSm : kSmemLimitTwoPerSm;
+    static constexpr int kSmemBytes = kStages * kTileBytes + kFixedBytes;
+    static_assert(CTAS_PER_SM == 1 || CTAS_PER_SM == 2, "one or two CTAs per SM");
+    static_assert(kSmemBytes <= kSmemLimit, "the ring and the per-tile buffers must fit the layout's shared memory");
+    static_assert(kPBytes % 16 == 0 && kScoreBytes % 16 == 0, "every array starts on 16 bytes");
+};
+
+template <class scalar_t>
+struct Smem {
+    scalar_t* tiles;
+    float* scores;
+    scalar_t* p16;
+    uint8_t* rows;
+    float* carry;
+};
+
+template <class scalar_t, int CTAS_PER_SM>
+__device__ __forceinline__ Smem<scalar_t> carve_smem(unsigned char* base) {
+    using L = Layout<CTAS_PER_SM>;
+    Smem<scalar_t> s;
+    s.tiles = reinterpret_cast<scalar_t*>(base);
+    s.scores = reinterpret_cast<float*>(base + L::kStages * L::kTileBytes);
+    s.p16 = reinterpret_cast<scalar_t*>(base + L::kStages * L::kTileBytes + L::kScoreBytes);
+    s.rows = base + L::kStages * L::kTileBytes + L::kScoreBytes + L::kPBytes;
+    s.carry = reinterpret_cast<float*>(s.rows + L::kRowsBytes);
+    return s;
+}
+
+// The gate's two numbers, passed by value to every kernel.
+struct GateArgs {
+    float gamma = 1.f;  // scales every weight
+    float sigma = 0.f;  // 0 <= sigma < 3: the larger, the more weights are exactly 0
+};
+
+// ---------------------------------------------------------------------------------------
+// PTX the copies need beyond common/: a 16-byte cp.async whose source size may be 0 (then
+// it reads nothing and writes 16 zero bytes), and the asynchronous arrive on an mbarrier.
+
+__device__ __forceinline__ void cp_async16_or_zero(void* smem_dst, const void* gmem_src, bool copy) {
+    const unsigned dst = pa::smem_address(smem_dst);
+    const unsigned src_bytes = copy ? 16u : 0u;
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(dst), "l"(gmem_src), "r"(src_bytes) : "memory");
+}
+
+// Counts as one arrival on `bar` once every cp.async this thread has issued so far has
+// landed (.noinc: the arrival is one of those the barrier was initialised with).
+__device__ __forceinline__ void cp_async_arrive_noinc(uint64_t* bar) {
+    asm volatile("cp.async.mbarrier.arrive.noinc.shared.b64 [%0];" ::"r"(pa::smem_address(bar)) : "memory");
+}
+
+__device__ __forceinline__ void cp_async_wait_all() { asm volatile("cp.async.wait_all;" ::: "memory"); }
+
+// ---------------------------------------------------------------------------------------
+// The stream of one CTA with n token tiles, in issue order (A = AHEAD):
+//   K0, K1, ..., K_A,   V0, K_{A+1},   V1, K_{A+2},   ...,   V_{n-A-2}, K_{n-1},   V_{n-A-1}, ..., V_{n-1}
+// Producers issue it in this order and consumers consume it in this order, one ring slot per
+// item: stream position s uses slot s % kStages.
+struct StreamItem {
+    bool is_v;
+    int tile;
+};
+
+template <int AHEAD>
+__device__ __forceinline__ StreamItem stream_item(int s, int n) {
+    const int m = min(n, AHEAD + 1);  // K tiles before the first V tile
+    if (s < m) return {false, s};
+    const int u = s - m, pairs = n - m;  // then (V_i, K_{i+A+1}) pairs, then the last V tiles
+    if (u < 2 * pairs) return (u & 1) ? StreamItem{false, u / 2 + AHEAD + 1} : StreamItem{true, u / 2};
+    return {true, pairs + (u - 2 * pairs)};
+}
+
+// ---------------------------------------------------------------------------------------
+// The producer side. Producer thread `tid` copies the 16-byte piece `tid % 16` of rows
+// row0, row0 + 8, ... of a tile (row0 = tid / 16). K tiles are copied whole, in token
+// order, with the page ids of a token tile read one K tile ahead. A V tile's rows are
+// chosen by the step: issue_v's `token_of(j)` says which token of the tile row j of the
+// staged tile holds (-1: a row of zeros); rows j >= num_rows are left as they are.
+template <class scalar_t>
+struct Producer {
+    static constexpr int kPieces = kHeadSize / 8;                    // 16-byte pieces of a row
+    static constexpr int kRowsPerPass = kProducerThreads / kPieces;  // 8 rows per pass of the producers
+    static constexpr int kRowsPerThread = kTile / kRowsPerPass;      // 16
+    static_assert(kProducerThreads % kPieces == 0 && kTile % kRowsPerPass == 0, "every row has one copier per piece");
+
+    const scalar_t* k_cache;  // [num_blocks, Hkv, block_size, D]
+    const scalar_t* v_cache;
+    const int* seq_pages;     // this sequence's block-table row
+    int max_pages;            // its length (max_blocks_per_seq)
+    int block_stride;         // elements between blocks: Hkv * block_size * D
+    int head_offset;          // kv_head * block_size * D + piece * 8: where this thread's piece sits in a block
+    int block_shift, block_mask;
+    int row0, smem_offset;    // first row; its piece's place in a staged tile
+    int t_begin, t_end;       // the tokens of this CTA: [t_begin, t_end)
+    int block_ids[kRowsPerThread];  // physical blocks of this thread's rows of the next K tile (-1 past the end)
+
+    __device__ Producer(int tid, const scalar_t* k, const scalar_t* v, const int* pages, int pages_per_seq, int Hkv,
+                        int kv_head, int block_size, int first_token, int end_token)
+        : k_cache(k), v_cache(v), seq_pages(pages), max_pages(pages_per_seq) {
+        const int piece = tid % kPieces;
+        row0 = tid / kPieces;
+        smem_offset = row0 * kRow + piece * 8;
+        block_shift = __ffs(block_size) - 1;  // page sizes are powers of two that divide kTile
+        block_mask = block_size - 1;
+        block_stride = Hkv * block_size * kHeadSize;
+        head_offset = kv_head * block_size * kHeadSize + piece * 8;
+        t_begin = first_token;  // a multiple of kTile, so every tile starts on a page
+        t_end = end_token;
+        load_block_ids(0);
+    }
+
+    // The page ids are read for every row whose page is in the table row, and only then
+    // masked with the context length: the first tile's reads need not wait for
+    // context_lens[seq] to arrive (an entry past the sequence's pages is in bounds, unused).
+    __device__ __forceinline__ void load_block_ids(int tile) {
+#pragma unroll
+        for (int k = 0; k < kRowsPerThread; ++k) {
+            const int t = t_begin + tile * kTile + row0 + k * kRowsPerPass;
+            const int page = t >> block_shift;
+            const int id = page < max_pages ? __ldg(seq_pages + page) : -1;
+            block_ids[k] = t < t_end ? id : -1;
+        }
+    }
+
+    // K tile `tile` into buf ([kTile][kRow]); rows past the end are zeroed (an mma multiplies
+    // whole 16-row blocks, and a NaN in an unused cache slot times 0 would still be NaN).
+    // Then reads the page ids of the next K tile.
+    __device__ __forceinline__ void issue_k(scalar_t* buf, int tile) {
+        buf += smem_offset;
+#pragma unroll
+        for (int k = 0; k < kRowsPerThread; ++k) {
+            const int row = row0 + k * kRowsPerPass;
+            const bool real = block_ids[k] >= 0;
+            // k_cache[block, kv_head, row % block_size, piece * 8 .. + 8]
+            const scalar_t* src = k_cache + (real ? static_cast<long long>(block_ids[k]) * block_stride + head_offset +
+                                                        (row & block_mask) * kHeadSize
+                                                  : 0);
+            cp_async16_or_zero(buf + k * kRowsPerPass * kRow, src, real);
+        }
+        load_block_ids(tile + 1);
+    }
+
+    // V rows of tile `tile` into buf: row j (< num_rows) holds token token_of(j) of the tile,
+    // or zeros where token_of(j) is -1. A row of zeros still names a source, which a copy of
+    // size 0 does not read: row j's own token (the last one past the end), so that the zero
+    // rows of all CTAs do not all name one and the same address.
+    template <class TokenOf>
+    __device__ __forceinline__ void issue_v(scalar_t* buf, int tile, int num_rows, TokenOf token_of) {
+        buf += smem_offset;
+        const int tile_start = t_begin + tile * kTile;
+        const int n = min(kTile, t_end - tile_start);
+#pragma unroll
+        for (int k = 0; k < kRowsPerThread; ++k) {
+            const int j = row0 + k * kRowsPerPass;
+            if (j >= num_rows) break;  // rows are visited in increasing order
+            const int tok = token_of(j);
+            const int t = tile_start + (tok >= 0 ? tok : min(j, n - 1));
+            // v_cache[block of t, kv_head, t % block_size, piece * 8 .. + 8]
+            const scalar_t* src = v_cache + static_cast<long long>(__ldg(seq_pages + (t >> block_shift))) * block_stride +
+                                  head_offset + (t & block_mask) * kHeadSize;
+            cp_async16_or_zero(buf + k * kRowsPerPass * kRow, src, tok >= 0);
+        }
+    }
+};
+
+// ---------------------------------------------------------------------------------------
+// The consumer side.
+
+// q of the CTA's heads as the B operand of the QK mma, for all of D, held in registers for
+// the whole kernel: qf[ks] = {q[g][16 ks + 2c, +1], q[g][16 ks + 2c + 8, +9]} for head g =
+// lane / 4 (zero for heads past the group), c = lane % 4.
+template <class scalar_t>
+__device__ __forceinline__ void load_q_fragments(uint32_t (&qf)[kHeadSize / 16][2], const scalar_t* q, int seq, int H,
+                                                 int first_head, int num_heads, int lane) {
+    const int g = lane / 4, c = lane % 4;
+    const scalar_t* row = q + (static_cast<size_t>(seq) * H + first_head + g) * kHeadSize + 2 * c;  // q[seq, first_head + g, .]
+#pragma unroll
+    for (int ks = 0; ks < kHeadSize / 16; ++ks) {
+        qf[ks][0] = g < num_heads ? *reinterpret_cast<const uint32_t*>(row + ks * 16) : 0u;
+        qf[ks][1] = g < num_heads ? *reinterpret_cast<const uint32_t*>(row + ks * 16 + 8) : 0u;
+    }
+}
+
+// scores[h][t] = scale * (K_tile[t] . q[h]) for the n tokens of a tile: warp w does tokens
+// 16 w .. 16 w + 15 (nothing when they are all past the end).
+template <class scalar_t>
+__device__ __forceinline__ void qk_tile(float* scores, const scalar_t* buf, const uint32_t (&qf)[kHeadSize / 16][2],
+                                        int n, float scale, int warp, int lane) {
+    const int mt = warp;
+    if (mt * 16 >= n) return;
+    float cf[2][4] = {};  // two partial sums: the mma chain is half as long
+#pragma unroll
+    for (int ks = 0; ks < kHeadSize / 16; ++ks) {
+        uint32_t a[4];
+        // A: tokens mt*16 + (lane % 16), dims ks*16 + (lane / 16) * 8 .. + 8
+        pa::ldmatrix_x4(a, buf + (mt * 16 + lane % 16) * kRow + ks * 16 + lane / 16 * 8);
+        pa::mma_16816<scalar_t>(cf[ks % 2], a, qf[ks]);
+    }
+    const int g = lane / 4, c = lane % 4;
+    const int t = mt * 16 + g, h = 2 * c;
+    float* row0 = scores + h * kScoreStride;  // scores[h][.], then scores[h + 1][.]
+    if (t < n) {
+        row0[t] = (cf[0][0] + cf[1][0]) * scale;
+        row0[kScoreStride + t] = (cf[0][1] + cf[1][1]) * scale;
+    }
+    if (t + 8 < n) {
+        row0[t + 8] = (cf[0][2] + cf[1][2]) * scale;
+        row0[kScoreStride + t + 8] = (cf[0][3] + cf[1][3]) * scale;
+    }
+}
+
+// The gate of token t (< kTile) of a tile with n tokens, for every head:
+//   r_t = max(s_t, 0),  a_t = (r_t + r_{t-1} + r_{t-2}) / 3,  p_t = gamma * clamp(r_t - sigma * a_t, 0, 1)
+// r_{t-1} and r_{t-2} come from the tile's scores, or for t < 2 from carry_in[h] = {r_{T-2},
+// r_{T-1}} (T = the tile's first token; zeros before the sequence starts). p is 0 past the
+// end and for heads past the group. The last two tokens of a full tile leave their r in
+// carry_out for the next tile.
+__device__ __forceinline__ void gate_token(float (&p)[kHeads], const float* scores, const float* carry_in,
+                                           float* carry_out, int t, int n, int num_heads, GateArgs gate) {
+#pragma unroll
+    for (int h = 0; h < kHeads; ++h) {
+        float r0 = 0.f;
+        p[h] = 0.f;
+        if (h < num_heads && t < n) {
+            const float* row = scores + h * kScoreStride;
+            r0 = fmaxf(row[t], 0.f);
+            const float r1 = t >= 1 ? fmaxf(row[t - 1], 0.f) : carry_in[2 * h + 1];
+            const float r2 = t >= 2 ? fmaxf(row[t - 2], 0.f) : carry_in[2 * h + t];  // t = 0: r_{T-2}; t = 1: r_{T-1}
+            const float a = (r0 + r1 + r2) / static_cast<float>(kFirK);
+            p[h] = gate.gamma * fminf(fmaxf(r0 - gate.sigma * a, 0.f), 1.f);
+        }
+        if (t >= kTile - 2) carry_out[2 * h + t - (kTile - 2)] = r0;
+    }
+}
+
+// out^T[d][h] += V^T[d][j] p[h][j] over `steps` 16-row steps of a staged V tile; warp w owns
+// dims 16 w .. 16 w + 15. acc = {(d g, h 2c), (d g, h 2c+1), (d g+8, h 2c), (d g+8, h 2c+1)}
+// with g = lane / 4, c = lane % 4. p16 is [kHeads][kPStride] in the storage type.
+template <class scalar_t>
+__device__ __forceinline__ void pv_steps(float (&acc)[4], const scalar_t* buf, const scalar_t* p16, int steps, int warp,
+                                         int lane) {
+    const int mt = warp;
+    const int g = lane / 4, c = lane % 4;
+    const scalar_t* prow = p16 + g * kPStride + 2 * c;  // head g's weights, rows 2c, 2c + 1 of each step
+    for (int ks = 0; ks < steps; ++ks) {
+        uint32_t a[4], b[2];
+        // A = V^T: rows ks*16 + (lane % 8) + (lane / 16) * 8, dims mt*16 + (lane / 8 % 2) * 8 .. + 8
+        pa::ldmatrix_x4_trans(a, buf + (ks * 16 + lane % 8 + lane / 16 * 8) * kRow + mt * 16 + lane / 8 % 2 * 8);
+        b[0] = *reinterpret_cast<const uint32_t*>(prow + ks * 16);
+        b[1] = *reinterpret_cast<const uint32_t*>(prow + ks * 16 + 8);
+        pa::mma_16816<scalar_t>(acc, a, b);
+    }
+}
+
+// out[seq, first_head + h, d] = acc (nothing to divide by: the gate has no normaliser).
+template <class scalar_t>
+__device__ __forceinline__ void store_output(scalar_t* out, const float (&acc)[4], int seq, int H, int first_head,
+                                             int num_heads, int warp, int lane) {
+    const int g = lane / 4, c = lane % 4;
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+        const int d = warp * 16 + g + (e >> 1) * 8, h = 2 * c + (e & 1);
+        if (h < num_heads) out[(static_cast<size_t>(seq) * H + first_head + h) * kHeadSize + d] = pa::from_float<scalar_t>(acc[e]);
+    }
+}
+
+}  // namespace lesson05

@@ -1,0 +1,231 @@
+// Lesson 05's instantiations, listed once (with_kernel, with_split_kernel), split-k's
+// scratch, and the variants.
+#include "lesson05.h"
+
+#include <map>
+#include <mutex>
+#include <stdexcept>
+
+#include "cuda_check.cuh"
+#include "device_buffer.cuh"
+#include "dispatch.cuh"
+#include "launch_utils.cuh"
+#include "sparsity.h"
+#include "step1_dense.cuh"
+#include "step2_zero_skip.cuh"
+#include "step3_compact_atomic.cuh"
+#include "step4_compact_ordered.cuh"
+#include "step5_split_k_compact.cuh"
+#include "table.h"
+
+namespace lesson05 {
+
+namespace {
+
+enum class Step { dense, zero_skip, compact_atomic, compact_ordered };
+
+// Every single-pass instantiation: step x dtype x CTAs per SM (D 128, 8 heads per CTA).
+// Calls f(kernel, smem bytes) and returns true, or false when the combination was not built.
+template <class F>
+bool with_kernel(Step step, pa::DType t, int ctas_per_sm, F&& f) {
+    return pa::dispatch_dtype(t, [&](auto tag) {
+        using T = typename decltype(tag)::type;
+        return pa::dispatch_int<1, 2>(ctas_per_sm, [&](auto c) {
+            constexpr int C = c.value;
+            const int smem = Layout<C>::kSmemBytes;
+            switch (step) {
+                case Step::dense: f(dense_gated_kernel<T, C>, smem); return true;
+                case Step::zero_skip: f(zero_skip_gated_kernel<T, C>, smem); return true;
+                case Step::compact_atomic: f(compact_atomic_gated_kernel<T, C>, smem); return true;
+                case Step::compact_ordered: f(compact_ordered_gated_kernel<T, C>, smem); return true;
+            }
+            return false;
+        });
+    });
+}
+
+template <class F>
+bool with_split_kernel(pa::DType t, int ctas_per_sm, F&& f) {
+    return pa::dispatch_dtype(t, [&](auto tag) {
+        using T = typename decltype(tag)::type;
+        return pa::dispatch_int<1, 2>(ctas_per_sm, [&](auto c) {
+            f(split_k_compact_gated_kernel<T, c.value>, Layout<c.value>::kSmemBytes);
+            return true;
+        });
+    });
+}
+
+// Two CTAs per SM (3-slot rings) when the grid is larger than the GPU, or when the
+// one-per-SM ring does not fit the GPU's shared memory (A100); else one (a 6-slot ring).
+int ctas_per_sm_for(long long ctas, int sms, int smem_optin) {
+    if (ctas > sms) return 2;
+    return Layout<1>::kSmemBytes + 1024 > smem_optin ? 2 : 1;
+}
+
+GateArgs gate_args(const pa::reference::GateParams& g) {
+    GateArgs a;
+    a.gamma = static_cast<float>(g.gamma);
+    a.sigma = static_cast<float>(g.sigma);
+    return a;
+}
+
+// Split-k's partials and merge counters, one set per device, grown as needed and never
+// shrunk: the first launch of a size allocates (outside the timed launches, which come
+// after warm-up). The counters start at 0, and every launch leaves them at 0.
+struct Workspace {
+    pa::DeviceBuffer<float> partials;
+    pa::DeviceBuffer<unsigned> counters;
+};
+
+Workspace& workspace_for(size_t partial_floats, size_t counters) {
+    static std::mutex mu;
+    static std::map<int, Workspace> per_device;
+    int device = 0;
+    CUDA_CHECK(cudaGetDevice(&device));
+    std::lock_guard<std::mutex> lock(mu);
+    Workspace& w = per_device[device];
+    if (w.partials.size() < partial_floats) {
+        CUDA_CHECK(cudaDeviceSynchronize());  // a launch in flight may still use the old buffer
+        w.partials.allocate(partial_floats);
+    }
+    if (w.counters.size() < counters) {
+        CUDA_CHECK(cudaDeviceSynchronize());
+        w.counters.allocate(counters);
+        w.counters.fill_bytes(0);
+    }
+    return w;
+}
+
+int partitions_of(int max_ctx, int partition_size) { return (max_ctx + partition_size - 1) / partition_size; }
+
+// 0 for the rule (split_partition_size), else the fixed size.
+int partition_size_for(int fixed, int B, int Hkv, int max_ctx, int sms) {
+    return fixed > 0 ? fixed : split_partition_size(B, Hkv, max_ctx, sms);
+}
+
+void launch_step(Step step, const pa::PagedDecodeArgs& a, const pa::reference::GateParams& g, cudaStream_t stream) {
+    const dim3 grid(a.Hkv, a.B);
+    const int per_sm = ctas_per_sm_for(static_cast<long long>(a.B) * a.Hkv, pa::current_sm_count(),
+                                       pa::current_max_smem_optin());
+    const bool built = with_kernel(step, a.dtype, per_sm, [&](auto kernel, int smem) {
+        using T = typename pa::KernelScalar<decltype(kernel)>::type;
+        pa::opt_in_max_dynamic_smem(reinterpret_cast<const void*>(kernel));
+        kernel<<<grid, kThreads, smem, stream>>>(static_cast<T*>(a.out), static_cast<const T*>(a.q),
+                                                 static_cast<const T*>(a.k_cache), static_cast<const T*>(a.v_cache),
+                                                 a.block_table, a.context_lens, a.H, a.Hkv, a.H / a.Hkv, a.block_size,
+                                                 a.max_blocks_per_seq, a.scale, gate_args(g));
+        CUDA_CHECK_LAUNCH();
+    });
+    if (!built) throw pa::CudaError(pa::strf("lesson05: no kernel built for %s", pa::dtype_name(a.dtype)));
+}
+
+void launch_split(int fixed, const pa::PagedDecodeArgs& a, const pa::reference::GateParams& g, cudaStream_t stream) {
+    const int sms = pa::current_sm_count();
+    const int P = partition_size_for(fixed, a.B, a.Hkv, a.max_ctx, sms);
+    const int parts = partitions_of(a.max_ctx, P);
+    const dim3 grid(a.Hkv, a.B, parts);
+    Workspace& w = workspace_for(static_cast<size_t>(a.B) * a.H * parts * a.D, static_cast<size_t>(a.B) * a.Hkv);
+    const int per_sm = ctas_per_sm_for(static_cast<long long>(a.B) * a.Hkv * parts, sms, pa::current_max_smem_optin());
+    const bool built = with_split_kernel(a.dtype, per_sm, [&](auto kernel, int smem) {
+        using T = typename pa::KernelScalar<decltype(kernel)>::type;
+        pa::opt_in_max_dynamic_smem(reinterpret_cast<const void*>(kernel));
+        kernel<<<grid, kThreads, smem, stream>>>(static_cast<T*>(a.out), static_cast<const T*>(a.q),
+                                                 static_cast<const T*>(a.k_cache), static_cast<const T*>(a.v_cache),
+                                                 a.block_table, a.context_lens, a.H, a.Hkv, a.H / a.Hkv, a.block_size,
+                                                 a.max_blocks_per_seq, a.scale, gate_args(g), P, w.partials.get(), parts,
+                                                 w.counters.get());
+        CUDA_CHECK_LAUNCH();
+    });
+    if (!built) throw pa::CudaError(pa::strf("lesson05: no split-k kernel built for %s", pa::dtype_name(a.dtype)));
+}
+
+template <class WithKernel>
+pa::LaunchGeometry geometry_of(WithKernel&& with, long long ctas, int partitions) {
+    pa::LaunchGeometry g;
+    with([&](auto kernel, int smem) {
+        const void* k = reinterpret_cast<const void*>(kernel);
+        pa::opt_in_max_dynamic_smem(k);
+        g.ctas = ctas;
+        g.threads = kThreads;
+        g.smem_bytes = smem;
+        CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&g.ctas_per_sm, k, g.threads, g.smem_bytes));
+    });
+    g.partitions = partitions;
+    return g;
+}
+
+const char* step_name(Step s) {
+    switch (s) {
+        case Step::dense: return "dense";
+        case Step::zero_skip: return "zero_skip";
+        case Step::compact_atomic: return "compact_atomic";
+        case Step::compact_ordered: return "compact_ordered";
+    }
+    return "?";
+}
+
+pa::DecodeVariant step_variant(Step step, const Gate& gate) {
+    pa::DecodeVariant v;
+    v.name = step_name(step);
+    v.why_not = [](const pa::DecodeShape& s, const pa::DeviceInfo& info) { return why_not(s, info); };
+    v.launch = [step, gate](const pa::PagedDecodeArgs& a, cudaStream_t st) { launch_step(step, a, *gate, st); };
+    v.geometry = [step](const pa::DecodeShape& s, const pa::DeviceInfo& info) {
+        const long long ctas = static_cast<long long>(s.B) * s.Hkv;
+        const int per_sm = ctas_per_sm_for(ctas, info.sms, info.smem_per_block_optin);
+        return geometry_of([&](auto f) { with_kernel(step, s.dtype, per_sm, f); }, ctas, 1);
+    };
+    return v;
+}
+
+}  // namespace
+
+Gate make_gate(double sigma, double gamma) {
+    pa::reference::GateParams g;
+    g.sigma = sigma;
+    g.gamma = gamma;
+    pa::reference::validate_gate(g);
+    return std::make_shared<pa::reference::GateParams>(g);
+}
+
+std::string why_not(const pa::DecodeShape& s, const pa::DeviceInfo& info) {
+    if (s.D != kHeadSize) return pa::strf("lesson 05's kernels are built for D %d only (got D %d)", kHeadSize, s.D);
+    if (s.group() > kHeads)
+        return pa::strf("a lesson 05 CTA serves at most %d query heads (one mma column block); group %d needs more",
+                        kHeads, s.group());
+    const int need = Layout<2>::kSmemBytes;  // the smaller of the two layouts
+    if (info.smem_per_block_optin > 0 && need + 1024 > info.smem_per_block_optin)
+        return pa::strf("stages K/V through %d KiB of shared memory per CTA; this GPU (%s) gives %d KiB", need / 1024,
+                        info.name.c_str(), info.smem_per_block_optin / 1024);
+    return "";
+}
+
+pa::DecodeVariant split_k_variant(int partition_size, const Gate& gate) {
+    if (partition_size < 0 || partition_size % kTile != 0)
+        throw std::invalid_argument(pa::strf("split_k_compact: partition size %d is not a multiple of %d tokens",
+                                             partition_size, kTile));
+    pa::DecodeVariant v;
+    v.name = partition_size > 0 ? pa::strf("split_k_compact_%d", partition_size) : "split_k_compact";
+    v.why_not = [](const pa::DecodeShape& s, const pa::DeviceInfo& info) { return why_not(s, info); };
+    v.launch = [partition_size, gate](const pa::PagedDecodeArgs& a, cudaStream_t st) { launch_split(partition_size, a, *gate, st); };
+    v.geometry = [partition_size](const pa::DecodeShape& s, const pa::DeviceInfo& info) {
+        const int P = partition_size_for(partition_size, s.B, s.Hkv, s.max_ctx(), info.sms);
+        const int parts = partitions_of(s.max_ctx(), P);
+        const long long ctas = static_cast<long long>(s.B) * s.Hkv * parts;
+        const int per_sm = ctas_per_sm_for(ctas, info.sms, info.smem_per_block_optin);
+        return geometry_of([&](auto f) { with_split_kernel(s.dtype, per_sm, f); }, ctas, parts);
+    };
+    return v;
+}
+
+std::vector<pa::DecodeVariant> variants(const Gate& gate) {
+    return {step_variant(Step::dense, gate), step_variant(Step::zero_skip, gate), step_variant(Step::compact_atomic, gate),
+            step_variant(Step::compact_ordered, gate), split_k_variant(0, gate)};
+}
+
+pa::DecodeVariant variant(const std::string& name, const Gate& gate) {
+    for (auto& v : variants(gate))
+        if (v.name == name) return v;
+    throw std::invalid_argument("lesson05: no variant named '" + name + "'");
+}
+
+}  // namespace lesson05

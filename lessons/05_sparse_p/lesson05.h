@@ -1,0 +1,37 @@
+// Lesson 05's host interface: its five steps as decode variants. Compiled once in
+// lesson05.cu; main.cu and the tests use this header.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "decode_driver.cuh"
+#include "gated_reference.h"
+
+namespace lesson05 {
+
+// The gate a variant's launches use, read at each launch: the check executable changes it
+// between its passes (sigma 0 / 1.5 / 2.9), a test makes one per case.
+using Gate = std::shared_ptr<pa::reference::GateParams>;
+Gate make_gate(double sigma, double gamma = 1.0);  // validated (pa::reference::validate_gate)
+
+// The steps, in ladder order: dense, zero_skip, compact_atomic, compact_ordered,
+// split_k_compact (partitions from split_partition_size).
+std::vector<pa::DecodeVariant> variants(const Gate& gate);
+// One of them by name; throws std::invalid_argument for another name.
+pa::DecodeVariant variant(const std::string& name, const Gate& gate);
+// split_k_compact with a fixed partition size (a positive multiple of 128 tokens), for the
+// tests: named split_k_compact_<P>.
+pa::DecodeVariant split_k_variant(int partition_size, const Gate& gate);
+
+// A plain streaming read of `bytes` bytes (rounded down to 16), L2-cold, timed like the
+// variants (median of 100 launches): the best a kernel that must read that many bytes can do
+// at this size. Measured once per (device, size) and process (plain_read.cu).
+double plain_read_us(long long bytes);
+
+// Why no step can run a shape here ("" when they can): D other than 128, a group above 8,
+// or too little shared memory per CTA.
+std::string why_not(const pa::DecodeShape& s, const pa::DeviceInfo& info);
+
+}  // namespace lesson05

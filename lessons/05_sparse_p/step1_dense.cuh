@@ -1,0 +1,120 @@
+// Lesson 05, step 1 (`dense`): the gated decode with a dense PV.
+//
+// What changed since lesson 02 (02_thread_groups/step5_warp_specialized.cuh), and why: the
+// attention is the H200 post's gate instead of a softmax (reference/gated_reference.h), and
+// the kernel is reworked around it (gated_tile.cuh says how): no running max, sum or
+// rescaling; a two-float carry per head for the gate's moving average; K tiles streamed
+// ahead of the V tiles; producers that announce tiles with asynchronous arrives. Every V row
+// of the context is still copied and multiplied, zero weight or not: this is the baseline
+// the next steps cut bytes from.
+//
+// The consumers walk the stream in the producers' order (gated_tile.cuh: K0 .. K_A, V0,
+// K_{A+1}, V1, ...), one ring slot per item:
+//   a K tile:  QK (scores)                       | barrier A: every score of the tile is written
+//              gate (p16[i % kBufs], carry)       | barrier B: the scores buffer is free again
+//   a V tile:  PV with p16[i % kBufs]
+// so a tile's gate runs while up to kAhead tiles are still ahead of its V tile, and
+// kAhead + 1 tiles' weights are alive at once. Barrier B is needed because the next K
+// tile's QK writes the one scores buffer; a tile's PV comes after its barrier B, which
+// orders the weights it reads.
+// Run: lesson05_sparse_p [--check | --bench] --variant dense
+#pragma once
+
+#include "gated_tile.cuh"
+
+namespace lesson05 {
+
+template <class scalar_t, int CTAS_PER_SM>
+__global__ void __launch_bounds__(kThreads, CTAS_PER_SM)
+dense_gated_kernel(scalar_t* __restrict__ out,             // [B, H, D]
+                   const scalar_t* __restrict__ q,         // [B, H, D]
+                   const scalar_t* __restrict__ k_cache,   // [num_blocks, Hkv, block_size, D]
+                   const scalar_t* __restrict__ v_cache,   // [num_blocks, Hkv, block_size, D]
+                   const int* __restrict__ block_table,    // [B, max_blocks_per_seq]
+                   const int* __restrict__ context_lens,   // [B]
+                   int H, int Hkv, int group, int block_size, int max_blocks_per_seq, float scale, GateArgs gate) {
+    using L = Layout<CTAS_PER_SM>;
+    constexpr int kStages = L::kStages;
+    constexpr int kBufs = L::kBufs;
+    const int seq = blockIdx.y;
+    const int kv_head = blockIdx.x;
+    const int first_head = kv_head * group;
+    const int num_heads = group;  // <= kHeads
+    const int ctx = context_lens[seq];
+    const int* seq_pages = block_table + static_cast<size_t>(seq) * max_blocks_per_seq;
+    const int num_tiles = (ctx + kTile - 1) / kTile;
+
+    extern __shared__ __align__(16) unsigned char smem[];
+    const Smem<scalar_t> sm = carve_smem<scalar_t, CTAS_PER_SM>(smem);
+    __shared__ uint64_t full[kStages], empty[kStages];
+    if (threadIdx.x == 0) {
+        for (int i = 0; i < kStages; ++i) {
+            pa::mbarrier_init(&full[i], kProducerThreads);
+            pa::mbarrier_init(&empty[i], kConsumerThreads);
+        }
+    }
+    __syncthreads();  // the last CTA-wide barrier: from here on the two roles only meet at full/empty
+
+    if (threadIdx.x >= kConsumerThreads) {
+        // Producers: stream position s uses slot s % kStages once the consumers have
+        // released its previous tile (use s / kStages - 1 of `empty`).
+        Producer<scalar_t> producer(threadIdx.x - kConsumerThreads, k_cache, v_cache, seq_pages, max_blocks_per_seq, Hkv,
+                                    kv_head, block_size, 0, ctx);
+        for (int s = 0; s < 2 * num_tiles; ++s) {
+            const int slot = s % kStages;
+            if (s >= kStages) pa::mbarrier_wait(&empty[slot], (s / kStages + 1) & 1);
+            scalar_t* buf = sm.tiles + slot * kTileElems;
+            const StreamItem item = stream_item<L::kAhead>(s, num_tiles);
+            if (!item.is_v) {
+                producer.issue_k(buf, item.tile);
+            } else {
+                const int n = min(kTile, ctx - item.tile * kTile);
+                producer.issue_v(buf, item.tile, kTile, [&](int j) { return j < n ? j : -1; });  // every row
+            }
+            cp_async_arrive_noinc(&full[slot]);
+        }
+        cp_async_wait_all();
+        return;
+    }
+
+    // Consumers.
+    const int lane = threadIdx.x % 32;
+    const int warp = threadIdx.x / 32;
+    const int tid = threadIdx.x;
+    uint32_t qf[kHeadSize / 16][2];
+    load_q_fragments(qf, q, seq, H, first_head, num_heads, lane);
+    if (tid < 2 * kHeads * 2) sm.carry[tid] = 0.f;  // r before the sequence's first token is 0
+    pa::named_barrier_sync<kConsumerBarrier, kConsumerThreads>();
+
+    float acc[4] = {0.f, 0.f, 0.f, 0.f};
+    for (int s = 0; s < 2 * num_tiles; ++s) {
+        const int slot = s % kStages;
+        const StreamItem item = stream_item<L::kAhead>(s, num_tiles);
+        const int i = item.tile;
+        scalar_t* pb = sm.p16 + (i % kBufs) * kHeads * kPStride;  // p16[i % kBufs]: [kHeads][kPStride]
+        pa::mbarrier_wait(&full[slot], (s / kStages) & 1);
+        const scalar_t* buf = sm.tiles + slot * kTileElems;
+        if (item.is_v) {  // PV of tile i: every row of its V tile
+            pv_steps(acc, buf, pb, kTile / 16, warp, lane);
+            pa::mbarrier_arrive(&empty[slot]);
+            continue;
+        }
+        // 1. scores of tile i
+        const int n = min(kTile, ctx - i * kTile);  // tokens of this tile
+        qk_tile(sm.scores, buf, qf, n, scale, warp, lane);
+        pa::mbarrier_arrive(&empty[slot]);
+        pa::named_barrier_sync<kConsumerBarrier, kConsumerThreads>();  // A
+        // 2. the gate: p16[i % kBufs][h][t] for every token of the tile (0 past the end)
+        if (tid < kGateThreads) {
+            float p[kHeads];
+            gate_token(p, sm.scores, sm.carry + ((i + 1) % 2) * 2 * kHeads, sm.carry + (i % 2) * 2 * kHeads, tid, n,
+                       num_heads, gate);
+#pragma unroll
+            for (int h = 0; h < kHeads; ++h) pb[h * kPStride + tid] = pa::from_float<scalar_t>(p[h]);
+        }
+        pa::named_barrier_sync<kConsumerBarrier, kConsumerThreads>();  // B
+    }
+    store_output(out, acc, seq, H, first_head, num_heads, warp, lane);
+}
+
+}  // namespace lesson05

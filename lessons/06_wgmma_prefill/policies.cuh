@@ -1,0 +1,211 @@
+// The score-to-P step of every tensor-core kernel of lesson 06, as a policy: the kernel body
+// computes a tile of scores with tensor cores and hands it to the policy, which turns it
+// into weights P in place, then multiplies P by V. Two policies:
+//
+//   SoftmaxPolicy   online softmax (FlashAttention): a running max m and sum l per row; the
+//                   output so far is rescaled by alpha = e^(m_old - m_new) when m grows, and
+//                   divided by l at the end.
+//   GatePolicy      the FIR gate (reference/gated_reference.h): r = max(s, 0),
+//                   a_t = (r_t + r_{t-1} + r_{t-2}) / 3, p = gamma * clamp(r - sigma * a, 0, 1).
+//                   No normalisation: nothing to rescale, nothing to divide.
+//
+// Both work on the accumulator fragment that mma.sync.m16n8k16 and wgmma m64nNk16 share: a
+// warp owns 16 rows of the tile, lane l holds rows g = l / 4 and g + 8, and for each 8-column
+// block j four registers
+//   s[4j + 0] = (row g,     col 8j + 2c)      s[4j + 1] = (row g,     col 8j + 2c + 1)
+//   s[4j + 2] = (row g + 8, col 8j + 2c)      s[4j + 3] = (row g + 8, col 8j + 2c + 1)
+// with c = l % 4. The four lanes of a quad hold one row's 8 columns of each block, in order,
+// which is what lets the gate find its two predecessors with shuffles inside the quad (and,
+// for the first columns of a block, in the quad's last lane's previous block), and carry the
+// last two r of a tile in registers (the "tail") into the next tile.
+//
+// Masking (causality): column t of the tile is key position kv0 + t; row r may see it when
+// kv0 + t <= last[r] (= prefix + i). A masked score is selected away (-inf, or p = 0), never
+// multiplied: K rows past a sequence's end may be NaN in the last step's shared memory.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cmath>
+#include <cstdint>
+
+namespace lesson06 {
+
+struct SoftmaxParams {
+    float scale_log2;  // scale * log2(e): scores go straight to the exp2 domain
+};
+struct GateParams {
+    float scale, gamma, sigma;
+};
+
+template <int NB>  // 8-column blocks of the tile (8: 64 keys, 16: 128 keys)
+struct SoftmaxPolicy {
+    static constexpr bool kRescales = true;
+    float m[2];  // running max of rows g and g + 8, in the exp2 domain (-inf before any key)
+    float l[2];  // this lane's share of the running sum of p (the quad adds its four at the end)
+    float scale_log2;
+
+    __device__ __forceinline__ explicit SoftmaxPolicy(const SoftmaxParams& p) : scale_log2(p.scale_log2) {
+        m[0] = m[1] = -INFINITY;
+        l[0] = l[1] = 0.f;
+    }
+
+    // s: raw dot products of the tile -> unnormalised p. alpha: what to multiply the output so
+    // far by, per row. `masked`: whether some column may lie past a row's last position.
+    __device__ __forceinline__ void to_p(float (&s)[4 * NB], int kv0, const int (&last)[2], bool masked, int lane,
+                                         float (&alpha)[2]) {
+        const int col0 = kv0 + 2 * (lane & 3);
+        // The max of the raw scores (scale_log2 > 0, so it is the max of the scaled ones); the
+        // scale then folds into one FFMA per element: p = 2^(s * scale_log2 - m).
+        float mx[2] = {-INFINITY, -INFINITY};
+#pragma unroll
+        for (int j = 0; j < NB; ++j)
+#pragma unroll
+            for (int e = 0; e < 4; ++e) {
+                if (masked && col0 + 8 * j + (e & 1) > last[e >> 1]) s[4 * j + e] = -INFINITY;
+                mx[e >> 1] = fmaxf(mx[e >> 1], s[4 * j + e]);
+            }
+        float base[2];
+#pragma unroll
+        for (int r = 0; r < 2; ++r) {
+            mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 1));  // the quad holds the row
+            mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 2));
+            const float m_new = fmaxf(m[r], mx[r] * scale_log2);
+            base[r] = m_new == -INFINITY ? 0.f : m_new;  // a row with no key yet: no inf - inf
+            alpha[r] = exp2f(m[r] - base[r]);            // m = -inf: 0, and the output is 0 anyway
+            m[r] = m_new;
+        }
+        float sum[2] = {0.f, 0.f};
+#pragma unroll
+        for (int j = 0; j < NB; ++j)
+#pragma unroll
+            for (int e = 0; e < 4; ++e) {
+                const float p = exp2f(fmaf(s[4 * j + e], scale_log2, -base[e >> 1]));
+                s[4 * j + e] = p;
+                sum[e >> 1] += p;
+            }
+        l[0] = l[0] * alpha[0] + sum[0];
+        l[1] = l[1] * alpha[1] + sum[1];
+    }
+
+    // What the output rows are multiplied by at the end: 1 / l.
+    __device__ __forceinline__ void finish(float (&out_scale)[2]) {
+#pragma unroll
+        for (int r = 0; r < 2; ++r) {
+            float t = l[r];
+            t += __shfl_xor_sync(0xffffffffu, t, 1);
+            t += __shfl_xor_sync(0xffffffffu, t, 2);
+            out_scale[r] = 1.f / t;
+        }
+    }
+};
+
+template <int NB>
+struct GatePolicy {
+    static constexpr bool kRescales = false;
+    // r_{t-2} and r_{t-1} of each row for the first column of the next tile (meaningful on the
+    // first lane of each quad, which is the only one that reads it). r before position 0 is 0.
+    float tail[2][2];
+    float scale, gamma, sigma_third;
+
+    __device__ __forceinline__ explicit GatePolicy(const GateParams& p)
+        : scale(p.scale), gamma(p.gamma), sigma_third(p.sigma * (1.f / 3.f)) {
+        tail[0][0] = tail[0][1] = tail[1][0] = tail[1][1] = 0.f;
+    }
+
+    // Two rewrites keep the step at five instructions an element (plus a shuffle):
+    //  * the scale is positive, so r, a and r - sigma a scale with it: the policy works on raw
+    //    dot products, r' = max(s, 0), and scales once, inside the clamp: clamp(x, 0, 1) of a
+    //    product is one saturating multiply (__saturatef);
+    //  * gamma multiplies every weight, so it multiplies the output once, at the end (finish).
+    __device__ __forceinline__ void to_p(float (&s)[4 * NB], int kv0, const int (&last)[2], bool masked, int lane,
+                                         float (&alpha)[2]) {
+        alpha[0] = alpha[1] = 1.f;
+        const int c = lane & 3;
+        const int col0 = kv0 + 2 * c;
+        // r' of every column (a NaN score, from a K row past the end, becomes 0 here: fmaxf
+        // returns the number; such a column is masked below anyway).
+#pragma unroll
+        for (int k = 0; k < 4 * NB; ++k) s[k] = fmaxf(s[k], 0.f);
+        // From the previous lane of the quad (lane 3 for the quad's first lane): its two r' of the
+        // same block and row, i.e. the two columns just left of ours. For the first lane, those
+        // of block j are the two columns left of block j + 1, so it keeps them one block (`prev`);
+        // left of block 0 is the tail of the previous tile. One block at a time keeps 8 registers
+        // live instead of 4 * NB.
+        const int src = (lane & ~3) | ((lane + 3) & 3);
+        float prev[4] = {tail[0][0], tail[0][1], tail[1][0], tail[1][1]};
+#pragma unroll
+        for (int j = 0; j < NB; ++j) {
+            float cur[4];
+#pragma unroll
+            for (int e = 0; e < 4; ++e) cur[e] = __shfl_sync(0xffffffffu, s[4 * j + e], src);
+#pragma unroll
+            for (int row = 0; row < 2; ++row) {
+                // r' at columns 8j + 2c - 2 and 8j + 2c - 1
+                const float r_m2 = c == 0 ? prev[2 * row] : cur[2 * row];
+                const float r_m1 = c == 0 ? prev[2 * row + 1] : cur[2 * row + 1];
+                const float r0 = s[4 * j + 2 * row], r1 = s[4 * j + 2 * row + 1];
+                // a = (r_t + r_{t-1} + r_{t-2}) / 3, summed in that order as the reference does
+                float p0 = __saturatef((r0 - sigma_third * (r0 + r_m1 + r_m2)) * scale);
+                float p1 = __saturatef((r1 - sigma_third * (r1 + r0 + r_m1)) * scale);
+                if (masked) {
+                    if (col0 + 8 * j > last[row]) p0 = 0.f;
+                    if (col0 + 8 * j + 1 > last[row]) p1 = 0.f;
+                }
+                s[4 * j + 2 * row] = p0;
+                s[4 * j + 2 * row + 1] = p1;
+            }
+#pragma unroll
+            for (int e = 0; e < 4; ++e) prev[e] = cur[e];
+        }
+        // The tile's last two r' of each row sit in the quad's last lane, whose values the first
+        // lane has just received for the last block.
+        tail[0][0] = prev[0];
+        tail[0][1] = prev[1];
+        tail[1][0] = prev[2];
+        tail[1][1] = prev[3];
+    }
+
+    __device__ __forceinline__ void finish(float (&out_scale)[2]) { out_scale[0] = out_scale[1] = gamma; }
+};
+
+// Multiplies the output fragment (R 8-column blocks of 4 registers, rows g and g + 8) by the
+// policy's alpha. Skipped when no row of the warp changed its max: on long contexts the running
+// max soon stops moving, and the 4R multiplies are a sizeable share of the per-tile work.
+template <class Policy, int N>
+__device__ __forceinline__ void rescale_output(float (&o)[N], const float (&alpha)[2]) {
+    if constexpr (Policy::kRescales) {
+        if (__any_sync(0xffffffffu, alpha[0] != 1.f || alpha[1] != 1.f)) {
+#pragma unroll
+            for (int k = 0; k < N; ++k) o[k] *= alpha[(k >> 1) & 1];
+        }
+    }
+}
+
+// The policy types of a kernel with NB column blocks per tile, by the host-side enum.
+template <int NB, bool SOFTMAX>
+struct PolicyOf;
+template <int NB>
+struct PolicyOf<NB, true> {
+    using type = SoftmaxPolicy<NB>;
+};
+template <int NB>
+struct PolicyOf<NB, false> {
+    using type = GatePolicy<NB>;
+};
+
+// What every policy constructor takes, filled once on the host.
+struct PolicyParams {
+    SoftmaxParams softmax;
+    GateParams gate;
+};
+template <int NB>
+__device__ __forceinline__ SoftmaxPolicy<NB> make_policy(const PolicyParams& p, SoftmaxPolicy<NB>*) {
+    return SoftmaxPolicy<NB>(p.softmax);
+}
+template <int NB>
+__device__ __forceinline__ GatePolicy<NB> make_policy(const PolicyParams& p, GatePolicy<NB>*) {
+    return GatePolicy<NB>(p.gate);
+}
+
+}  // namespace lesson06

@@ -1,0 +1,96 @@
+// Step 4's instantiations (one per policy), its tensor maps and launcher. Built for sm_90a only.
+#include "step4_wgmma_ws.cuh"
+
+#include <cudaTypedefs.h>  // PFN_cuTensorMapEncodeTiled
+
+#include <mutex>
+#include <string>
+
+#include "cuda_check.cuh"
+#include "launch_utils.cuh"
+#include "steps.cuh"
+
+namespace lesson06 {
+
+namespace {
+
+template <class F>
+void with_ws_kernel(Policy p, F&& f) {
+    if (p == Policy::softmax)
+        f(step4::wgmma_ws_prefill_kernel<SoftmaxPolicy<step4::kNB>>);
+    else
+        f(step4::wgmma_ws_prefill_kernel<GatePolicy<step4::kNB>>);
+}
+
+// cuTensorMapEncodeTiled is a driver API function; the runtime hands out its address, so the
+// lesson needs no link against the driver library.
+PFN_cuTensorMapEncodeTiled_v12000 encode_tiled() {
+    static PFN_cuTensorMapEncodeTiled_v12000 fn = nullptr;
+    static std::once_flag once;
+    std::call_once(once, [] {
+        void* p = nullptr;
+        cudaDriverEntryPointQueryResult q{};
+        CUDA_CHECK(cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &p, 12000, cudaEnableDefault, &q));
+        if (q != cudaDriverEntryPointSuccess || !p)
+            throw pa::CudaError("cuTensorMapEncodeTiled is not available from this driver (needs CUDA 12 or newer)");
+        fn = reinterpret_cast<PFN_cuTensorMapEncodeTiled_v12000>(p);
+    });
+    return fn;
+}
+
+// A bf16 tensor map of `rank` dimensions (dims[0] innermost, strides in bytes for dims 1..),
+// boxes of `box`, 128-byte swizzle; out-of-range elements read as zero.
+CUtensorMap make_map(const void* base, int rank, const cuuint64_t* dims, const cuuint64_t* strides, const cuuint32_t* box,
+                     const char* what) {
+    CUtensorMap m;
+    const cuuint32_t elem_strides[4] = {1, 1, 1, 1};
+    const CUresult r = encode_tiled()(&m, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, rank, const_cast<void*>(base), dims, strides,
+                                      box, elem_strides, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
+                                      CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+    if (r != CUDA_SUCCESS)
+        throw pa::CudaError(std::string("cuTensorMapEncodeTiled failed for the ") + what + " map (CUresult " +
+                            std::to_string(static_cast<int>(r)) + ")");
+    return m;
+}
+
+}  // namespace
+
+void launch_wgmma_ws(const PrefillArgs& a, Policy p, cudaStream_t stream) {
+    const step2::Batch b = make_batch(a, step4::kRows);
+    const PolicyParams pp = policy_params(a);
+    step4::Maps maps;
+    {  // q: [total_new][H][128]; a box is 64 dims of one head for 128 consecutive rows
+        const cuuint64_t dims[3] = {kHeadSize, static_cast<cuuint64_t>(a.H), static_cast<cuuint64_t>(a.total_new)};
+        const cuuint64_t strides[2] = {kHeadSize * 2, static_cast<cuuint64_t>(a.H) * kHeadSize * 2};
+        const cuuint32_t box[3] = {64, 1, step4::kRows};
+        maps.q = make_map(a.q, 3, dims, strides, box, "q");
+    }
+    {  // K and V pools: [num_blocks][Hkv][16][128]; a box is 64 dims of one page of one KV head
+        const cuuint64_t dims[4] = {kHeadSize, kPageSize, static_cast<cuuint64_t>(a.Hkv),
+                                    static_cast<cuuint64_t>(a.num_blocks)};
+        const cuuint64_t strides[3] = {kHeadSize * 2, kPageSize * kHeadSize * 2,
+                                       static_cast<cuuint64_t>(a.Hkv) * kPageSize * kHeadSize * 2};
+        const cuuint32_t box[4] = {64, kPageSize, 1, 1};
+        maps.k = make_map(a.k_cache, 4, dims, strides, box, "K");
+        maps.v = make_map(a.v_cache, 4, dims, strides, box, "V");
+    }
+    with_ws_kernel(p, [&](auto kernel) {
+        pa::opt_in_max_dynamic_smem(reinterpret_cast<const void*>(kernel));
+        kernel<<<dim3(a.H, a.num_tiles128), step4::kThreads, step4::kSmemBytes, stream>>>(b, pp, maps);
+        CUDA_CHECK_LAUNCH();
+    });
+}
+
+Geometry geometry_wgmma_ws(const PrefillShape& s) {
+    Geometry g;
+    g.ctas = static_cast<long long>(s.H) * query_tiles(s, step4::kRows, step4::kTile).size();
+    g.threads = step4::kThreads;
+    g.smem_bytes = step4::kSmemBytes;
+    with_ws_kernel(Policy::softmax, [&](auto kernel) {
+        pa::opt_in_max_dynamic_smem(reinterpret_cast<const void*>(kernel));
+        CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&g.ctas_per_sm, kernel, g.threads, g.smem_bytes));
+    });
+    return g;
+}
+
+}  // namespace lesson06

@@ -1,0 +1,236 @@
+// Lesson 05 (the gated decode: dense, zero_skip, compact_atomic, compact_ordered,
+// split_k_compact) on the GPU, against the double-precision gated reference. Every test
+// here is labelled `gpu`. The problems hold NaN in every cache slot no sequence owns, so a
+// kernel that copies a V row past a sequence's end fails.
+#include <catch2/catch_test_macros.hpp>
+
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include "gpu_cases.h"
+#include "lesson05.h"
+#include "sparsity.h"
+
+namespace {
+
+constexpr uint64_t kSeed = 20250505;  // printed in the test names: rerun a failure with it
+
+pa::testing::RandomCaseLimits lesson05_limits() {
+    pa::testing::RandomCaseLimits lim;
+    lim.max_B = 6;
+    lim.max_ctx = 2100;                  // up to 17 tiles: tile ends, page ends and the carry between tiles
+    lim.head_sizes = {128};              // the lesson's one head size
+    lim.groups = {1, 2, 8, 4, 2};        // 5 entries, coprime with the 3 page sizes: every pair appears
+    return lim;
+}
+
+pa::testing::RandomCheckOptions gated_options(const lesson05::Gate& gate) {
+    pa::testing::RandomCheckOptions o;
+    o.reference = [gate](const pa::DecodeProblem& p) { return pa::reference::gated_decode(p, *gate); };
+    return o;  // no may_refuse: every case here is one the lesson must run
+}
+
+std::vector<pa::DecodeVariant> every_step(const lesson05::Gate& gate) {
+    std::vector<pa::DecodeVariant> v = lesson05::variants(gate);
+    v.push_back(lesson05::split_k_variant(128, gate));  // many partitions on every case
+    return v;
+}
+
+// One launch; the raw output (dtype bits), after poisoning it.
+std::vector<uint16_t> run_once(const pa::DecodeVariant& v, pa::DeviceDecodeProblem& dev) {
+    dev.poison_output();
+    v.launch(dev.args(), nullptr);
+    REQUIRE(cudaDeviceSynchronize() == cudaSuccess);
+    return dev.download_output();
+}
+
+}  // namespace
+
+TEST_CASE("lesson05 every step matches the gated reference on random cases at sigma 0, 1.5, 2.9, gamma 1 and 2.5 "
+          "(seed 20250505)",
+          "[gpu][lesson05]") {
+    int n = 0;
+    for (double sigma : {0.0, 1.5, 2.9})
+        for (double gamma : {1.0, 2.5}) {
+            INFO("sigma " << sigma << ", gamma " << gamma);
+            const lesson05::Gate gate = lesson05::make_gate(sigma, gamma);
+            const auto r = pa::testing::check_variants_on_random_cases(every_step(gate), kSeed + n++, 15, lesson05_limits(),
+                                                                       gated_options(gate));
+            CHECK(r.refused == 0);
+            CHECK(r.checked == 15 * 6);
+            CHECK(r.passed == r.checked);
+        }
+}
+
+TEST_CASE("lesson05 a head whose weights are all zero gets exactly 0, and so does a whole sequence", "[gpu][lesson05]") {
+    const pa::DeviceInfo info = pa::testing::gpu_for_test();
+    for (pa::DType t : {pa::DType::bf16, pa::DType::fp16}) {
+        const pa::DecodeShape s = pa::make_shape("zero-rows", 8, 4, {700, 300, 1}, 128, 16, t);
+        pa::DecodeProblem p = pa::make_decode_problem(s, kSeed);
+        // q = 0 gives scores of 0, so r = 0 and p = 0 at every token: head 3 of sequence 0 and
+        // every head of sequence 1
+        auto zero_q = [&](int seq, int head) {
+            for (int d = 0; d < s.D; ++d) p.q[(static_cast<size_t>(seq) * s.H + head) * s.D + d] = pa::encode(t, 0.f);
+        };
+        zero_q(0, 3);
+        for (int h = 0; h < s.H; ++h) zero_q(1, h);
+        const lesson05::Gate gate = lesson05::make_gate(1.5, 2.0);
+        const std::vector<double> ref = pa::reference::gated_decode(p, *gate);
+        pa::DeviceDecodeProblem dev(p);
+        for (const pa::DecodeVariant& v : every_step(gate)) {
+            INFO(v.name << " " << pa::dtype_name(t));
+            REQUIRE(v.why_not(s, info).empty());
+            const pa::CheckResult r = pa::check_once(v, dev, p, ref);
+            INFO(r.message);
+            CHECK(r.pass);
+            const std::vector<uint16_t> out = dev.download_output();
+            auto exactly_zero = [&](int seq, int head) {
+                for (int d = 0; d < s.D; ++d) {
+                    const size_t i = (static_cast<size_t>(seq) * s.H + head) * s.D + d;
+                    if (ref[i] != 0.0 || pa::decode(t, out[i]) != 0.f) return false;
+                }
+                return true;
+            };
+            CHECK(exactly_zero(0, 3));
+            for (int h = 0; h < s.H; ++h) CHECK(exactly_zero(1, h));
+        }
+    }
+}
+
+TEST_CASE("lesson05 compact_ordered and split_k_compact are bit-identical over 10 runs; compact_atomic differs from "
+          "ordered only by the order of its sums",
+          "[gpu][lesson05]") {
+    const pa::DeviceInfo info = pa::testing::gpu_for_test();
+    for (pa::DType t : {pa::DType::bf16, pa::DType::fp16}) {
+        INFO(pa::dtype_name(t));
+        const pa::DecodeShape s = pa::make_shape("determinism", 8, 4, {2048, 1999, 1537, 900, 2047, 128, 129, 1500}, 128, 16, t);
+        const pa::DecodeProblem p = pa::make_decode_problem(s, kSeed + 7);
+        const lesson05::Gate gate = lesson05::make_gate(1.5);
+        pa::DeviceDecodeProblem dev(p);
+        const pa::DecodeVariant ordered = lesson05::variant("compact_ordered", gate);
+        const pa::DecodeVariant atomic = lesson05::variant("compact_atomic", gate);
+        REQUIRE(ordered.why_not(s, info).empty());
+        for (const pa::DecodeVariant& v : {ordered, lesson05::variant("split_k_compact", gate), lesson05::split_k_variant(256, gate)}) {
+            INFO(v.name);
+            const std::vector<uint16_t> first = run_once(v, dev);
+            for (int run = 1; run < 10; ++run) CHECK(run_once(v, dev) == first);
+        }
+        // compact_atomic sums the same products as compact_ordered, in the order its atomics
+        // landed: a row moves to another 16-row mma step, so the fp32 sums round differently
+        // (a few units of the accumulator's last place, ~1e-6 of the sum, a little more where
+        // terms cancel), and the output, rounded to 8 (bf16) or 11 (fp16) significant bits, may
+        // then land one unit of its last place away. That, and no more, is allowed here.
+        const double ulp = t == pa::DType::bf16 ? std::ldexp(1.0, -7) : std::ldexp(1.0, -10);
+        const std::vector<uint16_t> ref_bits = run_once(ordered, dev);
+        for (int run = 0; run < 10; ++run) {
+            const std::vector<uint16_t> a = run_once(atomic, dev);
+            REQUIRE(a.size() == ref_bits.size());
+            int off = 0;
+            for (size_t i = 0; i < a.size(); ++i) {
+                const double x = pa::decode(t, a[i]), y = pa::decode(t, ref_bits[i]);
+                if (!(std::fabs(x - y) <= ulp * std::fmax(std::fabs(x), std::fabs(y)) + 1e-4)) ++off;
+            }
+            INFO("run " << run);
+            CHECK(off == 0);
+        }
+    }
+}
+
+TEST_CASE("lesson05 split_k_compact at partitions of 128, 256 and 512 over mixed lengths, launched twice (the merge "
+          "counters reset), every page size",
+          "[gpu][lesson05]") {
+    const pa::DeviceInfo info = pa::testing::gpu_for_test();
+    std::vector<int> mixed;
+    for (int i = 0; i < 10; ++i) mixed.push_back(1 + (i * 1999) % 4000);  // 1 .. 3999: partitions past short ends
+    int k = 0;
+    for (int bs : {8, 16, 32})
+        for (int group : {1, 2, 8})
+            for (double sigma : {0.0, 2.9}) {
+                const pa::DType t = k % 2 ? pa::DType::fp16 : pa::DType::bf16;
+                const pa::DecodeShape s = pa::make_shape("mixed-bs" + std::to_string(bs) + "-g" + std::to_string(group), 2 * group,
+                                                         2, mixed, 128, bs, t);
+                const pa::DecodeProblem p = pa::make_decode_problem(s, kSeed + k++);
+                const lesson05::Gate gate = lesson05::make_gate(sigma);
+                const std::vector<double> ref = pa::reference::gated_decode(p, *gate);
+                pa::DeviceDecodeProblem dev(p);
+                for (int P : {128, 256, 512}) {
+                    const pa::DecodeVariant v = lesson05::split_k_variant(P, gate);
+                    REQUIRE(v.why_not(s, info).empty());
+                    for (int launch = 0; launch < 2; ++launch) {
+                        INFO(s.name << " " << pa::dtype_name(t) << " sigma " << sigma << " P " << P << " launch " << launch);
+                        const pa::CheckResult r = pa::check_once(v, dev, p, ref);
+                        INFO(r.message);
+                        CHECK(r.pass);
+                    }
+                }
+            }
+}
+
+TEST_CASE("lesson05 a 20000-token context (157 tiles: the gate's carry crosses every tile boundary)", "[gpu][lesson05]") {
+    const pa::DeviceInfo info = pa::testing::gpu_for_test();
+    const pa::DecodeShape s = pa::make_shape("ctx20k-g2", 4, 2, {20000, 333}, 128, 16, pa::DType::bf16);
+    const pa::DecodeProblem p = pa::make_decode_problem(s, kSeed);
+    const lesson05::Gate gate = lesson05::make_gate(1.5);
+    const std::vector<double> ref = pa::reference::gated_decode(p, *gate);
+    pa::DeviceDecodeProblem dev(p);
+    for (const pa::DecodeVariant& v : every_step(gate)) {
+        INFO(v.name);
+        REQUIRE(v.why_not(s, info).empty());
+        const pa::CheckResult r = pa::check_once(v, dev, p, ref);
+        INFO(r.message);
+        CHECK(r.pass);
+    }
+}
+
+TEST_CASE("lesson05 refuses what it cannot run, by name", "[gpu][lesson05]") {
+    const pa::DeviceInfo info = pa::testing::gpu_for_test();
+    const lesson05::Gate gate = lesson05::make_gate(1.5);
+    const pa::DecodeShape g16 = pa::make_decode_shape("g16", 2, 16, 1, 100, pa::DType::bf16);
+    const pa::DecodeShape d64 = pa::make_decode_shape("d64", 2, 8, 4, 100, pa::DType::bf16, 64);
+    for (const pa::DecodeVariant& v : every_step(gate)) {
+        INFO(v.name);
+        CHECK(v.why_not(g16, info).find("group 16") != std::string::npos);
+        CHECK(v.why_not(d64, info).find("D 64") != std::string::npos);
+    }
+    CHECK_THROWS(lesson05::make_gate(3.0));
+    CHECK_THROWS(lesson05::make_gate(-0.5));
+    CHECK_THROWS(lesson05::make_gate(1.0, 0.0));
+    CHECK_THROWS(lesson05::split_k_variant(100, gate));
+}
+
+TEST_CASE("lesson05 host side: zero counts against a brute-force count, the byte model, split-k's partitions",
+          "[gpu][lesson05]") {
+    const pa::DecodeShape s = pa::make_shape("count", 8, 4, {300, 17, 129}, 128, 8, pa::DType::bf16);
+    const pa::DecodeProblem p = pa::make_decode_problem(s, kSeed);
+    const pa::reference::GateParams g{1.0, 1.5};
+    const lesson05::Sparsity z = lesson05::measure_sparsity(p, g);
+    const pa::PagedDecodeView view(p);
+    long long zeros = 0, skippable = 0;
+    for (int seq = 0; seq < s.B; ++seq)
+        for (int kvh = 0; kvh < s.Hkv; ++kvh) {
+            const auto a = pa::reference::gated_p(view, p.scale, g, seq, 2 * kvh);
+            const auto b = pa::reference::gated_p(view, p.scale, g, seq, 2 * kvh + 1);
+            for (size_t t = 0; t < a.size(); ++t) {
+                zeros += (a[t] == 0.0) + (b[t] == 0.0);
+                skippable += a[t] == 0.0 && b[t] == 0.0;
+            }
+        }
+    CHECK(z.weights == 8LL * (300 + 17 + 129));
+    CHECK(z.zero_weights == zeros);
+    CHECK(z.kv_rows == 4LL * (300 + 17 + 129));
+    CHECK(z.skippable_rows == skippable);
+    CHECK(z.zero_share() > 0.6);  // about 72 % at sigma 1.5 on random data
+    CHECK(z.zero_share() < 0.8);
+    const long long dense = pa::decode_bytes_needed(s);
+    CHECK(lesson05::sparse_bytes_needed(dense, s, z) == dense - skippable * 256);
+    // split-k: two CTAs per SM's worth of partitions, in whole tiles of 128 tokens
+    CHECK(lesson05::split_partition_size(1, 4, 2048, 132) == 128);    // 16 partitions: as many as there are tiles
+    CHECK(lesson05::split_partition_size(8, 4, 2048, 132) == 256);    // 8 partitions of 2 tiles: a grid of 32 CTAs
+    CHECK(lesson05::split_partition_size(32, 4, 2048, 132) == 1024);  // 2 partitions: 256 CTAs
+    CHECK(lesson05::split_partition_size(32, 4, 1024, 132) == 512);   // 2 partitions of 4 tiles
+    CHECK(lesson05::split_partition_size(32, 4, 512, 132) == 512);    // 1: two partitions would have 2 tiles each
+    CHECK(lesson05::split_partition_size(64, 4, 1024, 132) == 1024);  // 1: the grid fills the GPU already
+    CHECK(lesson05::split_partition_size(128, 4, 512, 132) == 512);
+    CHECK(lesson05::split_partition_size(1, 1, 1, 132) == 128);
+}

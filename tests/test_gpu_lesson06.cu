@@ -1,0 +1,136 @@
+// Lesson 06 (causal prefill: as decode, mma.sync, wgmma, wgmma with TMA and warp specialisation;
+// softmax and gate) on the GPU, against the double-precision reference. Every test is labelled
+// `gpu`. Variants this GPU cannot run (the sm_90a steps below Hopper) and those this build does
+// not have (the gate as decode without lesson 05) are named in the output (WARN), not run.
+#include <catch2/catch_test_macros.hpp>
+
+#include <string>
+#include <vector>
+
+#include "check.h"
+#include "cuda_check.cuh"
+#include "flags.h"
+#include "gpu_cases.h"
+#include "lesson06.h"
+#include "random.h"
+
+namespace {
+
+using namespace lesson06;
+
+constexpr uint64_t kSeed = 20260606;  // printed in the test names: rerun a failure with it
+
+std::vector<PrefillVariant> runnable_here(const pa::DeviceInfo& info) {
+    std::vector<PrefillVariant> out;
+    for (const auto& v : all_variants()) {
+        if (!v.not_built.empty() || info.cc() < v.min_cc) {
+            WARN(v.name << " not run: " << (v.not_built.empty() ? "needs " + v.needs : v.not_built));
+            continue;
+        }
+        out.push_back(v);
+    }
+    return out;
+}
+
+// Runs every runnable variant of `policy` on the shape and checks it against the full reference.
+// Returns the number of (variant) checks made.
+int check_all(const PrefillShape& s, Policy policy, const GateSetting& g, uint64_t seed, int copy = 0) {
+    const pa::DeviceInfo info = pa::testing::gpu_for_test();
+    const PrefillProblem p = make_prefill_problem(s, seed);
+    const std::vector<long long> rows = checked_rows(s, 1);
+    const std::vector<double> ref = reference_rows(p, policy, g, rows);
+    DevicePrefillProblem dev(p, copy + 1);
+    int checked = 0;
+    for (const auto& v : runnable_here(info)) {
+        if (v.policy != policy) continue;
+        INFO(v.name << " on " << s.name << " (seed " << seed << ", sigma " << g.sigma << ", copy " << copy << ")");
+        REQUIRE(why_not(v, s, info).empty());
+        for (int launch_no = 0; launch_no < 2; ++launch_no) {  // a second launch must not depend on the first
+            dev.poison_output();
+            launch(v, dev.args(g, copy), nullptr);
+            CUDA_CHECK(cudaDeviceSynchronize());
+            const pa::CheckResult r = pa::compare_output(dev.download_output(), ref, s.dtype);
+            INFO("launch " << launch_no << ": rel " << r.rel_err << " " << r.message);
+            CHECK(r.pass);
+        }
+        ++checked;
+    }
+    return checked;
+}
+
+// A random batch: 1..5 sequences of 1..300 new tokens, each with a prefix of 0 or of up to 700
+// tokens (mostly not a multiple of 16), KV heads 1..2 and groups 1, 2 or 8.
+PrefillShape random_shape(pa::Rng& rng, int index) {
+    const int B = 1 + static_cast<int>(rng.below(5));
+    const int groups[3] = {1, 2, 8};
+    const int group = groups[rng.below(3)], Hkv = 1 + static_cast<int>(rng.below(2));
+    std::vector<int> news, prefixes;
+    for (int b = 0; b < B; ++b) {
+        news.push_back(1 + static_cast<int>(rng.below(300)));
+        prefixes.push_back(rng.below(3) == 0 ? 0 : static_cast<int>(rng.below(700)));
+    }
+    return make_mixed_prefill_shape("random-" + std::to_string(index) + "-B" + std::to_string(B) + "-H" +
+                                        std::to_string(group * Hkv) + "-Hkv" + std::to_string(Hkv),
+                                    group * Hkv, Hkv, news, prefixes);
+}
+
+}  // namespace
+
+TEST_CASE("lesson06 every step, softmax and gate, on 16 random mixed batches with prefixes (seed 20260606)",
+          "[gpu][lesson06]") {
+    pa::Rng rng(kSeed, 6);
+    const GateSetting g;  // sigma 1.5: about 72 % of the weights are zero
+    int checked = 0;
+    for (int i = 0; i < 16; ++i) {
+        const PrefillShape s = random_shape(rng, i);
+        checked += check_all(s, Policy::softmax, g, kSeed + i);
+        checked += check_all(s, Policy::gate, g, kSeed + i);
+    }
+    CHECK(checked >= 16 * 3);  // mma_sync of both policies and as_decode_softmax run everywhere
+}
+
+TEST_CASE("lesson06 prompts of 1 .. 300 tokens, prefixes 0 and not multiples of 16, groups 1, 2, 8", "[gpu][lesson06]") {
+    const GateSetting g;
+    std::vector<PrefillShape> shapes = {
+        make_mixed_prefill_shape("one-token", 2, 1, {1}, {0}),
+        make_mixed_prefill_shape("page-edges-group1", 4, 4, {15, 16, 17, 127, 128, 129}, {0, 0, 0, 0, 0, 0}),
+        make_mixed_prefill_shape("odd-prefixes-group2", 8, 4, {300, 1, 64, 65}, {1, 15, 17, 333}),
+        make_mixed_prefill_shape("group8", 16, 2, {255, 256, 257}, {0, 129, 7}),
+        make_mixed_prefill_shape("long-prefix", 8, 8, {40}, {2000}),
+    };
+    for (size_t i = 0; i < shapes.size(); ++i) {
+        CHECK(check_all(shapes[i], Policy::softmax, g, kSeed + 100 + i) >= 2);
+        CHECK(check_all(shapes[i], Policy::gate, g, kSeed + 100 + i) >= 1);
+    }
+}
+
+TEST_CASE("lesson06 the gate at sparsity 50 % and 87 % (sigma 0 and 2.9), gamma 0.5", "[gpu][lesson06]") {
+    const PrefillShape s = make_mixed_prefill_shape("gate-sparsity", 8, 2, {200, 37, 130}, {0, 70, 16});
+    for (double sigma : {0.0, 2.9}) {
+        GateSetting g;
+        g.sigma = sigma;
+        g.gamma = 0.5;
+        CHECK(check_all(s, Policy::gate, g, kSeed + 200) >= 1);
+    }
+}
+
+TEST_CASE("lesson06 on the second copy of K/V (the buffers the L2-cold timing rotates through)", "[gpu][lesson06]") {
+    const PrefillShape s = make_mixed_prefill_shape("cold-copy", 8, 4, {150, 260}, {33, 0});
+    const GateSetting g;
+    CHECK(check_all(s, Policy::softmax, g, kSeed + 300, 1) >= 2);
+    CHECK(check_all(s, Policy::gate, g, kSeed + 300, 1) >= 1);
+}
+
+TEST_CASE("lesson06 refuses shapes it was not built for, by name", "[gpu][lesson06]") {
+    const pa::DeviceInfo info = pa::testing::gpu_for_test();
+    PrefillShape s = make_prefill_shape(2, 64, 8, 4, 0);
+    s.D = 64;
+    for (const auto& v : all_variants()) {
+        if (!v.not_built.empty() || info.cc() < v.min_cc) continue;
+        const std::string why = why_not(v, s, info);
+        CHECK(why.find("D 128") != std::string::npos);
+    }
+    CHECK_THROWS_AS(make_prefill_shape(2, 0, 8, 4, 0), pa::FlagError);
+    CHECK_THROWS_AS(make_prefill_shape(2, 64, 8, 3, 0), pa::FlagError);
+    CHECK_THROWS_AS(parse_prefill_shape("B2-T64-H8"), pa::FlagError);
+}
