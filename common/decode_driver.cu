@@ -320,7 +320,11 @@ int run_decode_lesson(int argc, char** argv, const DecodeLessonSpec& spec) {
             measured.insert(measured.begin(), base.begin(), base.end());
         }
         std::vector<ResultRow> rows;
-        for (const auto& s : bench_shapes) {
+        for (size_t si = 0; si < bench_shapes.size(); ++si) {
+            const DecodeShape& s = bench_shapes[si];
+            // progress on stderr (the table comes at the end, on stdout): a long run says where it is
+            std::fflush(stdout);
+            std::fprintf(stderr, "measuring shape %zu/%zu: %s\n", si + 1, bench_shapes.size(), s.name.c_str());
             const DecodeProblem p = make_decode_problem(s, f.seed);
             for (const auto& pass : passes) {
                 apply(pass);
