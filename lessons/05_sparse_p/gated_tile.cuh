@@ -19,7 +19,7 @@
 //    copy only the V rows some head needs, and the K tiles issued in between keep the
 //    memory busy while the gates run. With one CTA per SM nothing else hides the wait for
 //    a gate, and the K tiles run 3 ahead in a 6-slot ring; with two, the other CTA hides it,
-//    and one tile ahead in a 3-slot ring is enough (the README has the measurements). Step 1
+//    and one tile ahead in a 3-slot ring is enough (the README says how this was chosen). Step 1
 //    uses the same order, so that the steps differ in the bytes they read and nothing else.
 //  * A producer announces a tile with cp.async.mbarrier.arrive.noinc: the barrier counts
 //    the thread's arrival once all of its copies so far have landed, so no producer ever
