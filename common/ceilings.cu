@@ -4,8 +4,12 @@
 #include <cuda_bf16.h>
 
 #include <algorithm>
+#include <map>
+#include <mutex>
 #include <stdexcept>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "cuda_check.cuh"
 #include "device_buffer.cuh"
@@ -69,6 +73,32 @@ double measured_read_bandwidth_gbps(const DeviceInfo& info) {
         1, 5, 30);
     cached = static_cast<double>(n * sizeof(uint4)) / (t.us_median * 1e-6) / 1e9;
     return cached;
+}
+
+double streaming_read_us(const DeviceInfo& info, long long bytes) {
+    static std::mutex mu;
+    static std::map<std::pair<int, long long>, double> cache;  // (device, bytes) -> us
+    std::lock_guard<std::mutex> lock(mu);
+    const auto key = std::make_pair(info.device, bytes);
+    if (auto it = cache.find(key); it != cache.end()) return it->second;
+    const size_t n = static_cast<size_t>(std::max(16LL, bytes)) / sizeof(uint4);
+    const int copies = cold_copies(static_cast<long long>(n * sizeof(uint4)), info.l2_bytes);
+    std::vector<DeviceBuffer<uint4>> data(copies);
+    for (auto& d : data) {
+        d.allocate(n);
+        d.fill_bytes(0x5a);
+    }
+    DeviceBuffer<unsigned> sink(1);
+    const int threads = 512;
+    const int blocks = info.sms * (info.max_threads_per_sm / threads);
+    const Timing t = time_kernel(
+        [&](int c) {
+            streaming_read_kernel<<<blocks, threads>>>(data[c].get(), n, sink.get());
+            CUDA_CHECK_LAUNCH();
+        },
+        copies, 10, 100);
+    cache[key] = t.us_median;
+    return t.us_median;
 }
 
 double measured_bf16_gemm_tflops() {

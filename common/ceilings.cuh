@@ -11,6 +11,11 @@ namespace pa {
 
 // GB/s (1e9 bytes per second), median of repeated reads.
 double measured_read_bandwidth_gbps(const DeviceInfo& info);
+// Microseconds a plain streaming read of `bytes` bytes (rounded down to 16) takes, L2-cold
+// (copies rotate, as the decode rows are timed), median of 100 launches: the best any kernel
+// that must read that many bytes can do at this size, where a launch's start and end are a
+// visible share. Measured once per (device, size) and process.
+double streaming_read_us(const DeviceInfo& info, long long bytes);
 // TFLOP/s, median of repeated GEMMs.
 double measured_bf16_gemm_tflops();
 

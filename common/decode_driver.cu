@@ -12,15 +12,8 @@ namespace pa {
 
 DeviceDecodeProblem::DeviceDecodeProblem(const DecodeProblem& p, int copies)
     : shape_(p.shape), max_blocks_per_seq_(p.table.max_blocks_per_seq), scale_(static_cast<float>(p.scale)), q_(p.q), out_(p.q.size()), block_table_(p.table.table), context_lens_(p.table.context_lens), context_lens_host_(p.table.context_lens) {
-    copies = std::max(copies, 1);
-    k_.emplace_back(p.cache.k);
-    v_.emplace_back(p.cache.v);
-    for (int c = 1; c < copies; ++c) {
-        k_.emplace_back(k_[0].size());
-        k_.back().copy_from(k_[0]);
-        v_.emplace_back(v_[0].size());
-        v_.back().copy_from(v_[0]);
-    }
+    k_ = device_copies(p.cache.k, copies);
+    v_ = device_copies(p.cache.v, copies);
 }
 
 PagedDecodeArgs DeviceDecodeProblem::args(int copy) {

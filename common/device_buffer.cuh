@@ -68,4 +68,17 @@ class DeviceBuffer {
     size_t count_ = 0;
 };
 
+// `copies` device copies of `host` (at least one): what an L2-cold timing rotates through, so
+// that each launch finds its data out of L2.
+template <class T>
+std::vector<DeviceBuffer<T>> device_copies(const std::vector<T>& host, int copies) {
+    std::vector<DeviceBuffer<T>> out;
+    out.emplace_back(host);
+    for (int c = 1; c < copies; ++c) {
+        out.emplace_back(out[0].size());
+        out.back().copy_from(out[0]);
+    }
+    return out;
+}
+
 }  // namespace pa

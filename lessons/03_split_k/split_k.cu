@@ -2,8 +2,6 @@
 #include "split_k.h"
 
 #include <algorithm>
-#include <map>
-#include <mutex>
 
 #include "cuda_check.cuh"
 #include "device_buffer.cuh"
@@ -11,6 +9,7 @@
 #include "launch_utils.cuh"
 #include "lesson02.h"
 #include "split_k_partition.cuh"
+#include "split_workspace.cuh"
 #include "table.h"
 
 namespace lesson03 {
@@ -81,38 +80,14 @@ Launch plan_launch(int B, int H, int Hkv, int partitions) {
     return l;
 }
 
-// Scratch and fused-merge counters, one set per device, grown as needed and never shrunk:
-// the first launch of a size allocates (outside the timed launches, which come after
-// warm-up), the later ones only read the pointers. The counters start at 0, and every fused
-// launch leaves them at 0.
-struct Workspace {
-    pa::DeviceBuffer<float> scratch;      // m, l, acc back to back
-    pa::DeviceBuffer<unsigned> counters;  // [B * Hkv]
-};
+// Scratch (m, l, acc back to back) and the fused merge's counters ([B * Hkv]): one set per
+// device, grown as needed (common/split_workspace.cuh); every fused launch leaves the counters at 0.
+pa::SplitWorkspace g_workspace;
 
-Workspace& workspace_for(size_t scratch_floats, size_t counters) {
-    static std::mutex mu;
-    static std::map<int, Workspace> per_device;
-    int device = 0;
-    CUDA_CHECK(cudaGetDevice(&device));
-    std::lock_guard<std::mutex> lock(mu);
-    Workspace& w = per_device[device];
-    if (w.scratch.size() < scratch_floats) {
-        CUDA_CHECK(cudaDeviceSynchronize());  // a launch in flight may still use the old buffer
-        w.scratch.allocate(scratch_floats);
-    }
-    if (w.counters.size() < counters) {
-        CUDA_CHECK(cudaDeviceSynchronize());
-        w.counters.allocate(counters);
-        w.counters.fill_bytes(0);
-    }
-    return w;
-}
-
-SplitScratch scratch_in(Workspace& w, int B, int H, int partitions) {
+SplitScratch scratch_in(pa::SplitBuffers& w, int B, int H, int partitions) {
     const size_t rows = static_cast<size_t>(B) * H * partitions;
     SplitScratch s;
-    s.m = w.scratch.get();
+    s.m = w.floats.get();
     s.l = s.m + rows;
     s.acc = s.l + rows;
     s.max_partitions = partitions;
@@ -179,7 +154,7 @@ std::string why_not(const SplitPlan& p, const pa::DecodeShape& s, const pa::Devi
 
 void launch(const pa::PagedDecodeArgs& a, const SplitPlan& p, cudaStream_t stream) {
     const int partitions = grid_partitions(p, a.max_ctx);
-    Workspace& w = workspace_for(static_cast<size_t>(a.B) * a.H * partitions * (a.D + 2), static_cast<size_t>(a.B) * a.Hkv);
+    pa::SplitBuffers& w = g_workspace.at_least(static_cast<size_t>(a.B) * a.H * partitions * (a.D + 2), static_cast<size_t>(a.B) * a.Hkv);
     const SplitScratch s = scratch_in(w, a.B, a.H, partitions);
     if (p.fused) {
         launch_partition_kernel<true>(a, p, s, w.counters.get(), stream);

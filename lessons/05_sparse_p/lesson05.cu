@@ -2,8 +2,6 @@
 // scratch, and the variants.
 #include "lesson05.h"
 
-#include <map>
-#include <mutex>
 #include <stdexcept>
 
 #include "cuda_check.cuh"
@@ -11,6 +9,7 @@
 #include "dispatch.cuh"
 #include "launch_utils.cuh"
 #include "sparsity.h"
+#include "split_workspace.cuh"
 #include "step1_dense.cuh"
 #include "step2_zero_skip.cuh"
 #include "step3_compact_atomic.cuh"
@@ -69,32 +68,9 @@ GateArgs gate_args(const pa::reference::GateParams& g) {
     return a;
 }
 
-// Split-k's partials and merge counters, one set per device, grown as needed and never
-// shrunk: the first launch of a size allocates (outside the timed launches, which come
-// after warm-up). The counters start at 0, and every launch leaves them at 0.
-struct Workspace {
-    pa::DeviceBuffer<float> partials;
-    pa::DeviceBuffer<unsigned> counters;
-};
-
-Workspace& workspace_for(size_t partial_floats, size_t counters) {
-    static std::mutex mu;
-    static std::map<int, Workspace> per_device;
-    int device = 0;
-    CUDA_CHECK(cudaGetDevice(&device));
-    std::lock_guard<std::mutex> lock(mu);
-    Workspace& w = per_device[device];
-    if (w.partials.size() < partial_floats) {
-        CUDA_CHECK(cudaDeviceSynchronize());  // a launch in flight may still use the old buffer
-        w.partials.allocate(partial_floats);
-    }
-    if (w.counters.size() < counters) {
-        CUDA_CHECK(cudaDeviceSynchronize());
-        w.counters.allocate(counters);
-        w.counters.fill_bytes(0);
-    }
-    return w;
-}
+// Split-k's partials ([B, H, parts, D]) and merge counters ([B * Hkv]): one set per device,
+// grown as needed (common/split_workspace.cuh); every launch leaves the counters at 0.
+pa::SplitWorkspace g_workspace;
 
 int partitions_of(int max_ctx, int partition_size) { return (max_ctx + partition_size - 1) / partition_size; }
 
@@ -124,7 +100,7 @@ void launch_split(int fixed, const pa::PagedDecodeArgs& a, const pa::reference::
     const int P = partition_size_for(fixed, a.B, a.Hkv, a.max_ctx, sms);
     const int parts = partitions_of(a.max_ctx, P);
     const dim3 grid(a.Hkv, a.B, parts);
-    Workspace& w = workspace_for(static_cast<size_t>(a.B) * a.H * parts * a.D, static_cast<size_t>(a.B) * a.Hkv);
+    pa::SplitBuffers& w = g_workspace.at_least(static_cast<size_t>(a.B) * a.H * parts * a.D, static_cast<size_t>(a.B) * a.Hkv);
     const int per_sm = ctas_per_sm_for(static_cast<long long>(a.B) * a.Hkv * parts, sms, pa::current_max_smem_optin());
     const bool built = with_split_kernel(a.dtype, per_sm, [&](auto kernel, int smem) {
         using T = typename pa::KernelScalar<decltype(kernel)>::type;
@@ -132,7 +108,7 @@ void launch_split(int fixed, const pa::PagedDecodeArgs& a, const pa::reference::
         kernel<<<grid, kThreads, smem, stream>>>(static_cast<T*>(a.out), static_cast<const T*>(a.q),
                                                  static_cast<const T*>(a.k_cache), static_cast<const T*>(a.v_cache),
                                                  a.block_table, a.context_lens, a.H, a.Hkv, a.H / a.Hkv, a.block_size,
-                                                 a.max_blocks_per_seq, a.scale, gate_args(g), P, w.partials.get(), parts,
+                                                 a.max_blocks_per_seq, a.scale, gate_args(g), P, w.floats.get(), parts,
                                                  w.counters.get());
         CUDA_CHECK_LAUNCH();
     });

@@ -25,11 +25,6 @@ pa::DecodeVariant variant(const std::string& name, const Gate& gate);
 // tests: named split_k_compact_<P>.
 pa::DecodeVariant split_k_variant(int partition_size, const Gate& gate);
 
-// A plain streaming read of `bytes` bytes (rounded down to 16), L2-cold, timed like the
-// variants (median of 100 launches): the best a kernel that must read that many bytes can do
-// at this size. Measured once per (device, size) and process (plain_read.cu).
-double plain_read_us(long long bytes);
-
 // Why no step can run a shape here ("" when they can): D other than 128, a group above 8,
 // or too little shared memory per CTA.
 std::string why_not(const pa::DecodeShape& s, const pa::DeviceInfo& info);

@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "ceilings.cuh"
 #include "decode_driver.cuh"
 #include "gated_reference.h"
 #include "lesson05.h"
@@ -186,7 +187,7 @@ int main(int argc, char** argv) {
         row.set_extra("zero_share_min_head", pa::strf("%.4f", *lo));
         row.set_extra("zero_share_max_head", pa::strf("%.4f", *hi));
         // what a plain read of the dense bytes takes at this size, L2-cold (the same for every row of a shape)
-        row.set_extra("plain_read_us", pa::strf("%.2f", lesson05::plain_read_us(dense)));
+        row.set_extra("plain_read_us", pa::strf("%.2f", pa::streaming_read_us(pa::current_device_info(), dense)));
         const int P = lesson05::split_partition_size(s.B, s.Hkv, s.max_ctx(), pa::current_device_info().sms);
         row.set_extra("partitions", std::to_string(row.variant == "split_k_compact" ? (s.max_ctx() + P - 1) / P : 1));
     };

@@ -38,15 +38,8 @@ DevicePrefillProblem::DevicePrefillProblem(const PrefillProblem& p, int copies)
       q_start_(p.q_start),
       tiles64_(query_tiles(p.shape, 64, 64)),
       tiles128_(query_tiles(p.shape, 128, 128)) {
-    copies = std::max(copies, 1);
-    k_.emplace_back(p.cache.k);
-    v_.emplace_back(p.cache.v);
-    for (int c = 1; c < copies; ++c) {
-        k_.emplace_back(k_[0].size());
-        k_.back().copy_from(k_[0]);
-        v_.emplace_back(v_[0].size());
-        v_.back().copy_from(v_[0]);
-    }
+    k_ = pa::device_copies(p.cache.k, copies);
+    v_ = pa::device_copies(p.cache.v, copies);
     const pa::DecodeShape d = as_decode_shape(p.shape);
     decode_ctx_host_ = d.ctx;
     decode_max_ctx_ = d.max_ctx();
