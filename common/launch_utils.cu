@@ -56,6 +56,20 @@ int max_dynamic_smem(const void* kernel) {
     return it->second;
 }
 
+int ptx_version(const void* kernel) {
+    static std::mutex mu;
+    static std::map<std::pair<int, const void*>, int> known;
+    const std::pair<int, const void*> key{current_device(), kernel};
+    std::lock_guard<std::mutex> lock(mu);
+    auto it = known.find(key);
+    if (it == known.end()) {
+        cudaFuncAttributes attr{};
+        CUDA_CHECK(cudaFuncGetAttributes(&attr, kernel));
+        it = known.emplace(key, attr.ptxVersion).first;
+    }
+    return it->second;
+}
+
 void opt_in_max_dynamic_smem(const void* kernel) {
     static std::mutex mu;
     static std::set<std::pair<int, const void*>> done;  // the attribute is set per device

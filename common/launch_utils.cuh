@@ -15,6 +15,11 @@ void opt_in_max_dynamic_smem(const void* kernel);
 // once per (device, kernel), then looked up.
 int max_dynamic_smem(const void* kernel);
 
+// The virtual architecture `kernel` was compiled from, as the driver loaded it on the current
+// device: 90 for sm_90a code, 80 for an sm_80 build that the driver JIT-compiled on a newer
+// GPU (whose code then has none of the sm_90 instructions). Asked once per (device, kernel).
+int ptx_version(const void* kernel);
+
 // The current device's SM count, for launchers whose kernel or grid depends on it. Read
 // from the driver once per device (later calls are a lookup), like the opt-in above.
 int current_sm_count();

@@ -1,4 +1,5 @@
-// Shared-memory barriers for producer/consumer kernels (sm_80 and newer).
+// Shared-memory barriers for producer/consumer kernels (sm_80 and newer), and the trigger of a
+// programmatic dependent launch (sm_90).
 //
 // An mbarrier is a 64-bit counter in shared memory. It is initialised with the number of
 // arrivals one phase expects; when that many threads have arrived, the phase completes
@@ -52,6 +53,16 @@ __device__ __forceinline__ void mbarrier_wait(uint64_t* bar, unsigned parity) {
         "}\n" ::"r"(smem_address(bar)),
         "r"(parity)
         : "memory");
+#endif
+}
+
+// Programmatic dependent launch (sm_90): this CTA no longer holds back the launch of the
+// kernel queued behind it with cudaLaunchAttributeProgrammaticStreamSerialization. That
+// kernel still waits (griddepcontrol.wait) for this grid to complete before it reads what
+// this grid wrote. A no-op on older GPUs and without that attribute.
+__device__ __forceinline__ void allow_dependent_launch() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
 #endif
 }
 

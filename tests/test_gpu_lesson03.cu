@@ -12,17 +12,19 @@ namespace {
 
 constexpr uint64_t kSeed = 20250303;  // printed in the test names: rerun a failure with it
 
-lesson03::SplitPlan fixed(int size, bool fused = false) {
+lesson03::SplitPlan fixed(int size, bool fused = false, bool head_rows = false) {
     lesson03::SplitPlan p;
     p.partition_size = size;
     p.fused = fused;
+    p.head_rows = head_rows;
     return p;
 }
 
-lesson03::SplitPlan even(int splits) {
+lesson03::SplitPlan even(int splits, bool head_rows = false) {
     lesson03::SplitPlan p;
     p.partition_size = 0;
     p.splits = splits;
+    p.head_rows = head_rows;
     return p;
 }
 
@@ -95,6 +97,27 @@ TEST_CASE("lesson03 contexts up to 131072 tokens, groups 1, 8 and 32", "[gpu][le
     check_plan_on(fixed(128), pa::make_shape("ctx65k-g1", 4, 4, {65537}, 128, 32, pa::DType::fp16), kSeed);
 }
 
+TEST_CASE("lesson03 head rows: groups 12, 16, 20 and 32, partitions 32..512, fused and even splits, every page size",
+          "[gpu][lesson03]") {
+    // lengths with sentinel partitions (1, 129 tokens), slices with no token in the last
+    // tile (33), partitions ending mid-tile (1000, 4097)
+    const std::vector<int> lens = {1, 33, 129, 1000, 4097};
+    struct Group { int H, Hkv; };
+    for (const Group gr : {Group{24, 2}, Group{16, 1}, Group{40, 2}, Group{32, 1}, Group{64, 2}})
+        for (int bs : {8, 16, 32})
+            for (int D : {64, 128}) {
+                const pa::DType t = (gr.H + bs + D) % 2 ? pa::DType::bf16 : pa::DType::fp16;
+                const pa::DecodeShape s = pa::make_shape(
+                    pa::strf("rows-g%d-bs%d-D%d", gr.H / gr.Hkv, bs, D), gr.H, gr.Hkv, lens, D, bs, t);
+                const uint64_t seed = kSeed + gr.H + bs + D;
+                for (int size : {32, 64, 128, 256, 512}) check_plan_on(fixed(size, false, true), s, seed);
+                check_plan_on(fixed(64, true, true), s, seed, 2);
+                check_plan_on(even(8, true), s, seed);
+            }
+    check_plan_on(fixed(512, true, true), pa::make_shape("rows-ctx100k-g32", 32, 1, {100003, 7}, 128, 16, pa::DType::bf16),
+                  kSeed, 2);
+}
+
 TEST_CASE("lesson03 refuses what it cannot run, by name", "[gpu][lesson03]") {
     const pa::DeviceInfo info = pa::testing::gpu_for_test();
     const pa::DecodeShape g64 = pa::make_decode_shape("g64", 2, 64, 1, 100, pa::DType::fp16);
@@ -102,4 +125,7 @@ TEST_CASE("lesson03 refuses what it cannot run, by name", "[gpu][lesson03]") {
     const pa::DecodeShape ok = pa::make_decode_shape("ok", 2, 8, 1, 100, pa::DType::fp16);
     CHECK(lesson03::why_not(fixed(48), ok, info).find("multiple of 32") != std::string::npos);
     CHECK(lesson03::why_not(fixed(96), ok, info).empty());
+    CHECK(lesson03::why_not(fixed(256, false, true), ok, info).find("groups of 9 to 32") != std::string::npos);
+    const pa::DecodeShape g32_d256 = pa::make_shape("g32-D256", 32, 1, {100}, 256, 16, pa::DType::fp16);
+    CHECK(lesson03::why_not(fixed(256, false, true), g32_d256, info).find("head-row") != std::string::npos);
 }

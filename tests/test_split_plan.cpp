@@ -89,6 +89,11 @@ TEST_CASE("split plans: partition counts, even splits and names", "[cpu][split_k
     even.partition_size = 0;
     even.splits = 8;
     CHECK(lesson03::plan_name(even) == "split_k_even8");
+    fixed.head_rows = true;
+    CHECK(lesson03::plan_name(fixed) == "split_k_rows_fused_256");
+    even.head_rows = true;
+    CHECK(lesson03::plan_name(even) == "split_k_rows_even8");
+    even.head_rows = false;
     CHECK(lesson03::grid_partitions(even, 264) == 8);
     // every sequence of a batch fits the grid's 8 partitions, whatever its length
     for (int ctx = 1; ctx <= 5000; ++ctx) {
@@ -138,6 +143,10 @@ TEST_CASE("single-pass/split-k rules decide as stated", "[cpu][split_k]") {
     CHECK(mqa.split);
     CHECK(mqa.plan.partition_size == 512);  // 16 * 8 = 128 CTAs >= 118.8
     CHECK_FALSE(mqa.plan.fused);            // 32 heads to merge
+    CHECK(mqa.plan.head_rows);              // a group of 32: the heads as mma rows
+    CHECK(lesson03::our_rule(facts(64, 32, 1, 2048)).plan.partition_size == 1024);  // 64 * 2 = 128 CTAs
+    CHECK(lesson03::our_rule(facts(1, 48, 4, 4096)).plan.head_rows);                // group 12
+    CHECK_FALSE(lesson03::our_rule(facts(1, 64, 8, 4096)).plan.head_rows);          // group 8: columns fit
     const lesson03::Choice mha = lesson03::our_rule(facts(1, 32, 32, 1024));
     CHECK(mha.plan.partition_size == 128);  // 32 * 8 = 256 CTAs >= 237.6 (two per SM)
     CHECK(mha.plan.fused);

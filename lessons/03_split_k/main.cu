@@ -32,9 +32,10 @@ const std::map<std::string, std::array<double, 3>> kPost4090 = {
     {"qwen1.5b-B1-ctx4k", {0.224, 0.068, 11}},  {"qwen7b-B1-ctx1k", {0.074, 0.063, 5}},
     {"qwen7b-B1-ctx2k", {0.129, 0.068, 5}},     {"qwen7b-B1-ctx4k", {0.256, 0.100, 5}}};
 
-const std::vector<std::string> kSplitVariants = {"split_k_64",   "split_k_128",       "split_k_256",       "split_k_512",
-                                                 "split_k_1024", "split_k_4096",      "split_k_fused_128", "split_k_fused_512",
-                                                 "split_k_even"};
+const std::vector<std::string> kSplitVariants = {
+    "split_k_64",        "split_k_128",       "split_k_256",     "split_k_512",     "split_k_1024",     "split_k_4096",
+    "split_k_fused_128", "split_k_fused_512", "split_k_rows_64", "split_k_rows_128", "split_k_rows_256", "split_k_rows_512",
+    "split_k_rows_1024", "split_k_even"};
 
 std::vector<std::string> all_measured() {
     std::vector<std::string> v = {"single_pass"};
@@ -132,8 +133,11 @@ void summarize(const std::vector<pa::ResultRow>& rows, const std::vector<pa::Dec
             if (measured.count(s.name)) table_ab.push_back(s);
     print_dispatch(idx, table_ab, info);
     print_posts(idx);
-    std::printf("\nauto rule (ours): single pass when B * Hkv >= SMs; else split-k, fused, with the largest partition\n"
-                "of 512/256/128 tokens that gives every SM a CTA (64 when none does), if that makes 2 or more partitions\n");
+    std::printf("\nauto rule (ours, split_plan.h): single pass when B * Hkv fills 90 %% of the SMs and the batch is even;\n"
+                "else split-k with the largest power-of-two partition (at least 128 tokens, 256 for a group of 8, at most\n"
+                "512 for a mixed batch) whose CTAs give every SM one (two for groups up to 8), 64 tokens when a short\n"
+                "context would get fewer than 8; fused for groups of 1 and 2, head rows for groups of 9 to 32; single\n"
+                "pass after all when that leaves one partition\n");
 }
 
 }  // namespace
@@ -145,8 +149,9 @@ int main(int argc, char** argv) {
     spec.title = "Lesson 03: split-k with a sentinel reduce, fused or two kernels, against lesson 02's single pass";
     spec.extra_usage =
         "Variants: single_pass (lesson 02's auto), split_k_{64,128,256,512,1024,4096} (fixed partitions, then the\n"
-        "reduce), split_k_fused_{128,512} (the last partition CTA merges), split_k_even (one split count for the whole\n"
-        "batch), auto; checked only: split_k_32, split_k_fused_32, split_k_even8.\n"
+        "reduce), split_k_fused_{128,512} (the last partition CTA merges), split_k_rows_{64,128,256,512} (a group's\n"
+        "heads as mma rows, softmax in registers; groups of 9 to 32), split_k_even (one split count for the whole\n"
+        "batch), auto; checked only: split_k_32, split_k_fused_32, split_k_even8 and their split_k_rows_ forms.\n"
         "Long-context shapes (not in the catalogue list above): llama70b-B16-mixed, llama70b-B1-ctx128k,\n"
         "mqa-B1-ctx128k.\n";
     spec.variants = lesson03::bench_variants();

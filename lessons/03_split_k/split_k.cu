@@ -8,6 +8,7 @@
 #include "dispatch.cuh"
 #include "launch_utils.cuh"
 #include "lesson02.h"
+#include "split_k_head_rows.cuh"
 #include "split_k_partition.cuh"
 #include "split_workspace.cuh"
 #include "table.h"
@@ -39,6 +40,20 @@ bool with_partition_kernel(pa::DType t, int D, int heads, int ctas_per_sm, F&& f
     });
 }
 
+// Every head-row kernel: dtype x D {64, 128} x rows {16, 32} x fused (one CTA per SM).
+template <bool FUSED, class F>
+bool with_head_rows_kernel(pa::DType t, int D, int rows, F&& f) {
+    return pa::dispatch_dtype(t, [&](auto tag) {
+        using T = typename decltype(tag)::type;
+        return pa::dispatch_int<64, 128>(D, [&](auto d) {
+            return pa::dispatch_int<16, 32>(rows, [&](auto r) {
+                f(split_k_head_rows_kernel<T, d.value, r.value, FUSED>, HeadRowLayout<d.value, r.value>::kSmemBytes);
+                return true;
+            });
+        });
+    });
+}
+
 template <class F>
 bool with_reduce_kernel(pa::DType t, int D, F&& f) {
     return pa::dispatch_dtype(t, [&](auto tag) {
@@ -56,10 +71,10 @@ int heads_per_cta(int group) {
     return 0;
 }
 
-size_t partition_smem(pa::DType t, int D, int heads, int ctas_per_sm) {
-    size_t smem = 0;
-    with_partition_kernel<false>(t, D, heads, ctas_per_sm, [&](auto, int bytes) { smem = static_cast<size_t>(bytes); });
-    return smem;
+// The head-row kernel's rows: the group rounded up to 16 or 32 (0: a group it does not take).
+int head_rows_of(int group) {
+    if (group <= 8 || group > 32) return 0;
+    return group <= 16 ? 16 : 32;
 }
 
 // The layout: for one 8-head column block, always lesson 02's two-CTAs-per-SM layout (a
@@ -71,13 +86,27 @@ struct Launch {
     dim3 grid;
 };
 
-Launch plan_launch(int B, int H, int Hkv, int partitions) {
+Launch plan_launch(const SplitPlan& p, int B, int H, int Hkv, int partitions) {
     Launch l;
-    l.heads = heads_per_cta(H / Hkv);
+    l.heads = p.head_rows ? head_rows_of(H / Hkv) : heads_per_cta(H / Hkv);
     l.partitions = partitions;
-    l.ctas_per_sm = l.heads == 8 ? 2 : 1;
+    l.ctas_per_sm = !p.head_rows && l.heads == 8 ? 2 : 1;
     l.grid = dim3(Hkv, B, partitions);
     return l;
+}
+
+// The plan's kernel (partition or head-row) for a launch: calls f(kernel, smem bytes); false
+// when that combination was not built.
+template <bool FUSED, class F>
+bool with_plan_kernel(const SplitPlan& p, pa::DType t, int D, const Launch& l, F&& f) {
+    if (p.head_rows) return l.heads != 0 && with_head_rows_kernel<FUSED>(t, D, l.heads, f);
+    return with_partition_kernel<FUSED>(t, D, l.heads, l.ctas_per_sm, f);
+}
+
+size_t plan_smem(const SplitPlan& p, pa::DType t, int D, const Launch& l) {
+    size_t smem = 0;
+    with_plan_kernel<false>(p, t, D, l, [&](auto, int bytes) { smem = static_cast<size_t>(bytes); });
+    return smem;
 }
 
 // Scratch (m, l, acc back to back) and the fused merge's counters ([B * Hkv]): one set per
@@ -97,9 +126,9 @@ SplitScratch scratch_in(pa::SplitBuffers& w, int B, int H, int partitions) {
 template <bool FUSED>
 void launch_partition_kernel(const pa::PagedDecodeArgs& a, const SplitPlan& p, const SplitScratch& s, unsigned* counters,
                              cudaStream_t stream) {
-    const Launch l = plan_launch(a.B, a.H, a.Hkv, s.max_partitions);
+    const Launch l = plan_launch(p, a.B, a.H, a.Hkv, s.max_partitions);
     const int partition_size = p.splits > 0 ? 0 : p.partition_size;
-    const bool built = with_partition_kernel<FUSED>(a.dtype, a.D, l.heads, l.ctas_per_sm, [&](auto kernel, int smem) {
+    const bool built = with_plan_kernel<FUSED>(p, a.dtype, a.D, l, [&](auto kernel, int smem) {
         using T = typename pa::KernelScalar<decltype(kernel)>::type;
         pa::opt_in_max_dynamic_smem(reinterpret_cast<const void*>(kernel));
         kernel<<<l.grid, kMmaThreads, smem, stream>>>(
@@ -109,8 +138,8 @@ void launch_partition_kernel(const pa::PagedDecodeArgs& a, const SplitPlan& p, c
         CUDA_CHECK_LAUNCH();
     });
     if (!built)
-        throw pa::CudaError(pa::strf("lesson03: no partition kernel built for %s D %d with %d heads per CTA",
-                                     pa::dtype_name(a.dtype), a.D, l.heads));
+        throw pa::CudaError(pa::strf("lesson03: no %s kernel built for %s D %d with %d heads per CTA",
+                                     p.head_rows ? "head-row" : "partition", pa::dtype_name(a.dtype), a.D, l.heads));
 }
 
 }  // namespace
@@ -126,11 +155,26 @@ void launch_partitions(const pa::PagedDecodeArgs& a, int partition_size, const S
     launch_partition_kernel<false>(a, p, s, nullptr, stream);
 }
 
+// On sm_90 the reduce goes out as a programmatic dependent launch: the GPU may start it
+// before the partition kernel has finished (the head-row kernel's CTAs allow it after their
+// main loop, the partition kernel's as they exit), and its CTAs wait at griddepcontrol.wait
+// until the partitions are complete and their scratch is visible. That hides part of the
+// second launch's gap (see the README). Code built for older GPUs is launched plainly.
 void launch_reduce(const pa::PagedDecodeArgs& a, const SplitScratch& s, cudaStream_t stream) {
     const bool built = with_reduce_kernel(a.dtype, a.D, [&](auto kernel) {
         using T = typename pa::KernelScalar<decltype(kernel)>::type;
-        kernel<<<dim3(a.H, a.B), kReduceThreads, 0, stream>>>(static_cast<T*>(a.out), s, a.H);
-        CUDA_CHECK_LAUNCH();
+        // only code built for sm_90 has the griddepcontrol.wait that makes the early start safe
+        const bool pdl = pa::ptx_version(reinterpret_cast<const void*>(kernel)) >= 90;
+        cudaLaunchConfig_t cfg = {};
+        cfg.gridDim = dim3(a.H, a.B);
+        cfg.blockDim = dim3(kReduceThreads);
+        cfg.stream = stream;
+        cudaLaunchAttribute attr = {};
+        attr.id = cudaLaunchAttributeProgrammaticStreamSerialization;
+        attr.val.programmaticStreamSerializationAllowed = 1;
+        cfg.attrs = &attr;
+        cfg.numAttrs = pdl ? 1 : 0;
+        CUDA_CHECK(cudaLaunchKernelEx(&cfg, kernel, static_cast<T*>(a.out), s, a.H));
     });
     if (!built) throw pa::CudaError(pa::strf("lesson03: no reduce kernel built for D %d", a.D));
 }
@@ -142,9 +186,12 @@ std::string why_not(const SplitPlan& p, const pa::DecodeShape& s, const pa::Devi
     if (heads == 0)
         return pa::strf("the grouped CTA serves at most 32 query heads; group %d needs a per-head kernel (lesson 02)",
                         s.group());
-    const Launch l = plan_launch(s.B, s.H, s.Hkv, grid_partitions(p, s.max_ctx()));
-    const size_t need = partition_smem(s.dtype, s.D, heads, l.ctas_per_sm);
-    if (need == 0) return pa::strf("no kernel built for D %d", s.D);
+    if (p.head_rows && head_rows_of(s.group()) == 0)
+        return pa::strf("head rows are for groups of 9 to 32 query heads (a 16-row mma block); group %d runs split_k_<P>",
+                        s.group());
+    const Launch l = plan_launch(p, s.B, s.H, s.Hkv, grid_partitions(p, s.max_ctx()));
+    const size_t need = plan_smem(p, s.dtype, s.D, l);
+    if (need == 0) return pa::strf("no %s kernel built for D %d", p.head_rows ? "head-row" : "partition", s.D);
     if (info.smem_per_block_optin > 0 && need + 1024 > static_cast<size_t>(info.smem_per_block_optin))
         return pa::strf("stages K/V through %zu KiB of shared memory per CTA; this GPU (%s) gives %d KiB", need / 1024,
                         info.name.c_str(), info.smem_per_block_optin / 1024);
@@ -165,9 +212,9 @@ void launch(const pa::PagedDecodeArgs& a, const SplitPlan& p, cudaStream_t strea
 }
 
 pa::LaunchGeometry geometry(const SplitPlan& p, const pa::DecodeShape& s, const pa::DeviceInfo&) {
-    const Launch l = plan_launch(s.B, s.H, s.Hkv, grid_partitions(p, s.max_ctx()));
+    const Launch l = plan_launch(p, s.B, s.H, s.Hkv, grid_partitions(p, s.max_ctx()));
     pa::LaunchGeometry g;
-    with_partition_kernel<false>(s.dtype, s.D, l.heads, l.ctas_per_sm, [&](auto kernel, int smem) {
+    with_plan_kernel<false>(p, s.dtype, s.D, l, [&](auto kernel, int smem) {
         const void* k = reinterpret_cast<const void*>(kernel);
         pa::opt_in_max_dynamic_smem(k);
         g.ctas = static_cast<long long>(l.grid.x) * l.grid.y * l.grid.z;
@@ -246,10 +293,11 @@ pa::DecodeVariant auto_variant() {
 
 namespace {
 
-SplitPlan fixed(int size, bool fused = false) {
+SplitPlan fixed(int size, bool fused = false, bool head_rows = false) {
     SplitPlan p;
     p.partition_size = size;
     p.fused = fused;
+    p.head_rows = head_rows;
     return p;
 }
 
@@ -278,6 +326,7 @@ std::vector<pa::DecodeVariant> bench_variants() {
     std::vector<pa::DecodeVariant> out = {single_pass_variant()};
     for (int size : {64, 128, 256, 512, 1024, 4096}) out.push_back(variant(fixed(size)));
     for (int size : {128, 512}) out.push_back(variant(fixed(size, true)));
+    for (int size : {64, 128, 256, 512, 1024}) out.push_back(variant(fixed(size, false, true)));  // groups of 9..32 only
     out.push_back(even_variant());
     out.push_back(auto_variant());
     return out;
@@ -287,7 +336,10 @@ std::vector<pa::DecodeVariant> check_only_variants() {
     SplitPlan even8;
     even8.partition_size = 0;
     even8.splits = 8;
-    return {variant(fixed(32)), variant(fixed(32, true)), variant(even8)};
+    SplitPlan rows_even8 = even8;
+    rows_even8.head_rows = true;
+    return {variant(fixed(32)), variant(fixed(32, true)), variant(even8),
+            variant(fixed(32, false, true)), variant(fixed(32, true, true)), variant(rows_even8)};
 }
 
 std::vector<pa::DecodeShape> split_check_shapes() {
@@ -298,6 +350,8 @@ std::vector<pa::DecodeShape> split_check_shapes() {
         pa::make_shape("ctx513-g8", 8, 1, {513}, 128, 16, b),           // 17 partitions of 32
         pa::make_shape("mixed-sentinels-g4", 16, 4, mixed, 128, 16, f),  // many empty partitions
         pa::make_shape("mixed-g32-D64", 32, 1, {5, 700, 2049}, 64, 8, b),
+        pa::make_shape("mixed-g12", 24, 2, {1, 129, 1000, 4097}, 128, 16, f),  // head rows: 16 rows, 4 idle
+        pa::make_shape("mixed-g20-D64", 40, 2, {33, 2500}, 64, 32, b),         // head rows: 32 rows, 12 idle
         pa::make_shape("long-g8-D256", 8, 1, {9000, 17}, 256, 32, f),
     };
 }

@@ -34,10 +34,10 @@ pa::DecodeVariant single_pass_variant();
 ShapeFacts facts_of(const pa::DecodeShape& s, int sms);
 pa::DecodeVariant auto_variant();
 
-// single_pass, split_k_{64,128,256,512,1024,4096}, split_k_fused_{128,512}, split_k_even (one split
-// count for the whole batch, the split-count rule's), auto.
+// single_pass, split_k_{64,128,256,512,1024,4096}, split_k_fused_{128,512}, split_k_rows_{64,128,256,512}
+// (head rows, groups of 9..32), split_k_even (one split count for the whole batch, the split-count rule's), auto.
 std::vector<pa::DecodeVariant> bench_variants();
-// Checked, not measured: partitions of 32 (many segments), fused and not; 8 even splits.
+// Checked, not measured: partitions of 32 (many segments), fused and not; 8 even splits; the same three with head rows.
 std::vector<pa::DecodeVariant> check_only_variants();
 
 // Shapes for the check: mixed lengths where short sequences leave sentinel partitions,

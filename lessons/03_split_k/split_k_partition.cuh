@@ -451,6 +451,11 @@ template <class scalar_t, int HEAD_SIZE>
 __global__ void __launch_bounds__(kReduceThreads)
 split_k_reduce_kernel(scalar_t* __restrict__ out,  // [B, H, D]
                       SplitScratch scratch, int H) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    // Launched as a programmatic dependent of the partitions (sm_90): wait until they are
+    // complete and their scratch is visible. Without that launch attribute this returns at once.
+    asm volatile("griddepcontrol.wait;" ::: "memory");
+#endif
     merge_partitions<scalar_t, HEAD_SIZE>(out, scratch, blockIdx.y, H, blockIdx.x, 1, threadIdx.x, kReduceThreads);
 }
 

@@ -52,8 +52,9 @@ int grid_partitions(const SplitPlan& p, int max_ctx) {
 }
 
 std::string plan_name(const SplitPlan& p) {
-    if (p.splits > 0) return "split_k_even" + std::to_string(p.splits);
-    return std::string(p.fused ? "split_k_fused_" : "split_k_") + std::to_string(p.partition_size);
+    const std::string rows = p.head_rows ? "rows_" : "";
+    if (p.splits > 0) return "split_k_" + rows + "even" + std::to_string(p.splits);
+    return "split_k_" + rows + (p.fused ? "fused_" : "") + std::to_string(p.partition_size);
 }
 
 namespace {
@@ -122,6 +123,7 @@ Choice our_rule(const ShapeFacts& f) {
     c.split = num_partitions(f.max_ctx, static_cast<int>(size)) >= 2;
     c.plan.partition_size = static_cast<int>(size);
     c.plan.fused = group <= 2;
+    c.plan.head_rows = group > 8 && group <= 32;
     return c;
 }
 

@@ -44,10 +44,13 @@ int num_partitions(int ctx, int partition_size);
 //    up to 32 (one split count for the whole batch, as Flash-Decoding picks it): a batch of
 //    mixed lengths then gives its CTAs very different amounts of work.
 // fused: the last partition CTA of a (sequence, KV head) merges, no reduce launch.
+// head_rows: the group's query heads as the rows of every mma, the softmax in registers
+// (split_k_head_rows.cuh), for groups of 9 to 32 heads.
 struct SplitPlan {
     int partition_size = 256;
     int splits = 0;
     bool fused = false;
+    bool head_rows = false;
 };
 
 // Partition CTAs per (sequence, KV head) for a batch whose longest context is max_ctx
@@ -56,7 +59,7 @@ int grid_partitions(const SplitPlan& p, int max_ctx);
 // Tokens of one partition of a ctx-token sequence (the kernel's partition_tokens).
 int partition_tokens(const SplitPlan& p, int ctx);
 
-// CSV names: split_k_256, split_k_even8 (splits), split_k_fused_256.
+// CSV names: split_k_256, split_k_even8 (splits), split_k_fused_256, split_k_rows_256 (head rows).
 std::string plan_name(const SplitPlan& p);
 
 // What a rule decides for a shape: single pass, or split-k with this plan.
@@ -89,6 +92,8 @@ Choice split_count_rule(const ShapeFacts& f);
 //    a short context would otherwise give fewer than 8 partitions;
 //  * fused (no reduce launch) for groups of 1 or 2, whose last CTA has one or two heads to
 //    merge; with more heads the merge in one CTA costs more than the launch it saves;
+//  * head rows (split_k_rows_<P>) for groups of 9 to 32, whose grouped CTA is bound by its
+//    per-tile barriers rather than by bytes;
 //  * single pass after all when that leaves one partition.
 Choice our_rule(const ShapeFacts& f);
 
