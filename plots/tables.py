@@ -1439,6 +1439,36 @@ def t_lesson03_hot_cold(ctx):
     return "\n\n".join(parts)
 
 
+@register("lesson03_head_rows")
+def t_lesson03_head_rows(ctx):
+    """Lesson 03 README: the head-row kernel against the partition kernel on every shape whose
+    group it serves (the MQA shapes of Table A and the 128k one), L2-hot and cold, one run."""
+    partition_kernel = [v for v in LESSON03_SPLIT if not v.startswith("split_k_rows_") and v != "split_k_even"]
+    head_rows = [v for v in LESSON03_SPLIT if v.startswith("split_k_rows_")]
+    parts = []
+    for gpu in ctx.data.gpus_or_error("lesson03.csv"):
+        c = ctx.data.get(gpu, "lesson03.csv")
+        rows = []
+        for s in TABLE_A + LONG_SHAPES:
+            if not any(c.find("03", v, s) for v in head_rows):
+                continue
+            old = best_of(c, "03", partition_kernel, s)
+            new = best_of(c, "03", head_rows, s)
+            old_h, new_h = c.row("03", old["variant"], s, "hot"), c.row("03", new["variant"], s, "hot")
+            rows.append([s, mib(new), f"`{old['variant']}`", us1(old_h["us_median"]), us1(old["us_median"]), pct(old),
+                         f"`{new['variant']}`", us1(new_h["us_median"]), us1(new["us_median"]), pct(new),
+                         f"{float(old['us_median']) / float(new['us_median']):.2f}x"])
+        if not rows:
+            raise TableError(f"{c.rel}: no split_k_rows_* rows (measured before the head-row kernel?)")
+        parts.append(
+            f"**{gpu_name(gpu)}**, data {ctx.link(c)} (streaming read {c.read_bw()}); medians, us; % read BW of the "
+            f"L2-cold time. Partition kernel: the fastest of {variant_list(partition_kernel)}; head rows: the fastest "
+            f"of {variant_list(head_rows)}.\n\n"
+            + table(["shape", "MiB", "partition kernel", "hot", "cold", "% read BW", "head rows", "hot", "cold",
+                     "% read BW", "speedup (cold)"], rows, right={1, 3, 4, 5, 7, 8, 9, 10}))
+    return "\n\n".join(parts)
+
+
 @register("results_split_k")
 def t_results_split_k(ctx):
     """README.md: Table A, L2-cold: lesson 02's auto (single pass) against lesson 03's auto (single
