@@ -38,37 +38,34 @@ int current_sm_count() { return cached_attribute(cudaDevAttrMultiProcessorCount)
 
 int current_max_smem_optin() { return cached_attribute(cudaDevAttrMaxSharedMemoryPerBlockOptin); }
 
-// Both are asked on launch paths (a variant's why_not inside `auto`, every launch's opt-in),
-// so each (device, kernel) is queried from the driver once and then looked up.
-int max_dynamic_smem(const void* kernel) {
+namespace {
+
+// A kernel's attributes on the current device, asked of the driver once per (device, kernel):
+// max_dynamic_smem and ptx_version are asked on launch paths (a variant's why_not inside
+// `auto`, every launch's opt-in, every split-k reduce), then looked up. Only fields fixed at
+// compile time are read from it.
+const cudaFuncAttributes& kernel_attributes(const void* kernel) {  // map entries never move
     static std::mutex mu;
-    static std::map<std::pair<int, const void*>, int> known;
+    static std::map<std::pair<int, const void*>, cudaFuncAttributes> known;
     const std::pair<int, const void*> key{current_device(), kernel};
-    const int optin = current_max_smem_optin();
     std::lock_guard<std::mutex> lock(mu);
     auto it = known.find(key);
     if (it == known.end()) {
         cudaFuncAttributes attr{};
         CUDA_CHECK(cudaFuncGetAttributes(&attr, kernel));
-        // static shared memory counts against the same limit
-        it = known.emplace(key, optin - static_cast<int>(attr.sharedSizeBytes)).first;
+        it = known.emplace(key, attr).first;
     }
     return it->second;
 }
 
-int ptx_version(const void* kernel) {
-    static std::mutex mu;
-    static std::map<std::pair<int, const void*>, int> known;
-    const std::pair<int, const void*> key{current_device(), kernel};
-    std::lock_guard<std::mutex> lock(mu);
-    auto it = known.find(key);
-    if (it == known.end()) {
-        cudaFuncAttributes attr{};
-        CUDA_CHECK(cudaFuncGetAttributes(&attr, kernel));
-        it = known.emplace(key, attr.ptxVersion).first;
-    }
-    return it->second;
+}  // namespace
+
+int max_dynamic_smem(const void* kernel) {
+    // static shared memory counts against the same limit
+    return current_max_smem_optin() - static_cast<int>(kernel_attributes(kernel).sharedSizeBytes);
 }
+
+int ptx_version(const void* kernel) { return kernel_attributes(kernel).ptxVersion; }
 
 void opt_in_max_dynamic_smem(const void* kernel) {
     static std::mutex mu;

@@ -128,4 +128,9 @@ TEST_CASE("lesson03 refuses what it cannot run, by name", "[gpu][lesson03]") {
     CHECK(lesson03::why_not(fixed(256, false, true), ok, info).find("groups of 9 to 32") != std::string::npos);
     const pa::DecodeShape g32_d256 = pa::make_shape("g32-D256", 32, 1, {100}, 256, 16, pa::DType::fp16);
     CHECK(lesson03::why_not(fixed(256, false, true), g32_d256, info).find("head-row") != std::string::npos);
+    // auto then takes the partition kernel there (where this GPU runs it), not the single pass
+    const pa::DecodeShape g32_d256_long = pa::make_shape("g32-D256-long", 32, 1, {8192}, 256, 16, pa::DType::fp16);
+    const lesson03::Choice c = lesson03::auto_choice(g32_d256_long, info);
+    CHECK_FALSE(c.plan.head_rows);
+    CHECK(c.split == lesson03::why_not(fixed(128), g32_d256_long, info).empty());
 }

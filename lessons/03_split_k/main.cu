@@ -32,14 +32,20 @@ const std::map<std::string, std::array<double, 3>> kPost4090 = {
     {"qwen1.5b-B1-ctx4k", {0.224, 0.068, 11}},  {"qwen7b-B1-ctx1k", {0.074, 0.063, 5}},
     {"qwen7b-B1-ctx2k", {0.129, 0.068, 5}},     {"qwen7b-B1-ctx4k", {0.256, 0.100, 5}}};
 
-const std::vector<std::string> kSplitVariants = {
-    "split_k_64",        "split_k_128",       "split_k_256",     "split_k_512",     "split_k_1024",     "split_k_4096",
-    "split_k_fused_128", "split_k_fused_512", "split_k_rows_64", "split_k_rows_128", "split_k_rows_256", "split_k_rows_512",
-    "split_k_rows_1024", "split_k_even"};
+// The measured split-k variants (every bench variant but single_pass and auto), named once in split_k.cu.
+const std::vector<std::string>& split_variants() {
+    static const std::vector<std::string> names = [] {
+        std::vector<std::string> v;
+        for (const auto& var : lesson03::bench_variants())
+            if (var.name.rfind("split_k", 0) == 0) v.push_back(var.name);
+        return v;
+    }();
+    return names;
+}
 
 std::vector<std::string> all_measured() {
     std::vector<std::string> v = {"single_pass"};
-    v.insert(v.end(), kSplitVariants.begin(), kSplitVariants.end());
+    v.insert(v.end(), split_variants().begin(), split_variants().end());
     return v;
 }
 
@@ -74,7 +80,7 @@ void print_dispatch(const pa::RowIndex& idx, const std::vector<pa::DecodeShape>&
     int counted = 0;
     for (const auto& s : shapes) {
         const auto sp = idx.best_of(s.name, {"single_pass"});
-        const auto sk = idx.best_of(s.name, kSplitVariants);
+        const auto sk = idx.best_of(s.name, split_variants());
         const auto best = idx.best_of(s.name, all_measured());
         const pa::ResultRow* au = idx.get(s.name, "auto");
         if (sp.first == "-" || sk.first == "-" || !au) continue;
@@ -112,7 +118,7 @@ void print_posts(const pa::RowIndex& idx) {
     for (const auto& n : names) {
         const auto l4 = kPostL4.find(n);
         const auto rtx = kPost4090.find(n);
-        t.add_row({n, idx.us(n, "single_pass"), pa::strf("%.2f", idx.best_of(n, kSplitVariants).second), idx.us(n, "auto"),
+        t.add_row({n, idx.us(n, "single_pass"), pa::strf("%.2f", idx.best_of(n, split_variants()).second), idx.us(n, "auto"),
                    l4 != kPostL4.end() ? pa::strf("%.0f", l4->second[0] * 1000) : "",
                    l4 != kPostL4.end() ? pa::strf("%.0f", l4->second[1] * 1000) : "",
                    rtx != kPost4090.end() ? pa::strf("%.0f", rtx->second[0] * 1000) : "",
@@ -168,7 +174,7 @@ int main(int argc, char** argv) {
             if (v.name == row.variant) row.set_extra("splits", std::to_string(v.geometry(s, info).partitions));
         if (row.variant == "auto") {
             const lesson03::ShapeFacts f = lesson03::facts_of(s, info.sms);
-            const lesson03::Choice c = lesson03::our_rule(f);
+            const lesson03::Choice c = lesson03::auto_choice(s, info);  // what ran: refusals included
             row.set_extra("auto_pick", c.split ? lesson03::plan_name(c.plan) : "single_pass");
             // what each rule would run here, among the measured variants (for the README's table)
             const char* columns[] = {"rule_post1", "rule_post2", "rule_vllm", "rule_split_count"};

@@ -252,14 +252,14 @@ ShapeFacts facts_of(const pa::DecodeShape& s, int sms) {
     return f;
 }
 
-namespace {
-
-// What auto runs on a shape: our_rule's choice, when split-k can run it; else single pass.
 Choice auto_choice(const pa::DecodeShape& s, const pa::DeviceInfo& info) {
-    const Choice c = our_rule(facts_of(s, info.sms));
+    Choice c = our_rule(facts_of(s, info.sms));
+    if (c.split && c.plan.head_rows && !why_not(c.plan, s, info).empty()) c.plan.head_rows = false;
     if (c.split && why_not(c.plan, s, info).empty()) return c;
     return Choice{};
 }
+
+namespace {
 
 // What the rules need of a launch: the shape, with the batch's real lengths when the caller
 // passed them on the host (else every sequence at the longest).

@@ -33,6 +33,9 @@ pa::DecodeVariant variant(const SplitPlan& p);
 pa::DecodeVariant single_pass_variant();
 ShapeFacts facts_of(const pa::DecodeShape& s, int sms);
 pa::DecodeVariant auto_variant();
+// What `auto` runs on a shape: our_rule's choice when this GPU can run it, the partition kernel
+// where head rows cannot (D 256), else single pass (Choice{}).
+Choice auto_choice(const pa::DecodeShape& s, const pa::DeviceInfo& info);
 
 // single_pass, split_k_{64,128,256,512,1024,4096}, split_k_fused_{128,512}, split_k_rows_{64,128,256,512}
 // (head rows, groups of 9..32), split_k_even (one split count for the whole batch, the split-count rule's), auto.
