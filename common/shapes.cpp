@@ -6,6 +6,7 @@
 #include <set>
 #include <utility>
 
+#include "decode_args.h"
 #include "random.h"
 
 namespace pa {
@@ -40,6 +41,12 @@ DecodeShape make_shape(std::string name, int H, int Hkv, std::vector<int> ctx, i
     s.dtype = dtype;
     s.ctx = std::move(ctx);
     return s;
+}
+
+DecodeShape launch_shape(const PagedDecodeArgs& a) {
+    const std::vector<int> lens = a.context_lens_host ? std::vector<int>(a.context_lens_host, a.context_lens_host + a.B)
+                                                      : std::vector<int>(a.B, a.max_ctx);
+    return make_shape("launch", a.H, a.Hkv, lens, a.D, a.block_size, a.dtype);
 }
 
 DecodeShape make_decode_shape(const std::string& model, int B, int H, int Hkv, int ctx, DType dtype,

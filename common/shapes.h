@@ -38,6 +38,12 @@ std::string decode_shape_name(const std::string& model, int B, int ctx);
 DecodeShape make_shape(std::string name, int H, int Hkv, std::vector<int> ctx, int D = 128, int block_size = 16,
                        DType dtype = DType::fp16);
 
+struct PagedDecodeArgs;
+// The shape a launch's arguments describe (name "launch"), with the batch's real lengths
+// when the caller passed them on the host (a.context_lens_host), else every sequence at
+// a.max_ctx: what a launcher's host-side rule plans from.
+DecodeShape launch_shape(const PagedDecodeArgs& a);
+
 // One named catalogue shape with the same context for every sequence.
 DecodeShape make_decode_shape(const std::string& model, int B, int H, int Hkv, int ctx, DType dtype,
                               int D = 128, int block_size = 16);

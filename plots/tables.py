@@ -664,6 +664,59 @@ def t_lesson04(ctx):
     return "\n\n".join(parts)
 
 
+LESSON04_PLAN_FIXED = ("split_pow2_128", "split_pow2_256", "split_pow2_512", "split_pow2_1024", "split_pow2_4096")
+LESSON04_PEERS = ("flashinfer_decode", "flashinfer_decode_tc")
+
+
+@register("lesson04_plans")
+def t_lesson04_plans(ctx):
+    """Lesson 04 README: lesson 03's plans with pow2_lanes as the reduce (lesson04_plans.csv, the
+    --plans run), L2-cold, on Table A, Table B and the long shapes: lesson 03's auto and this
+    lesson's auto measured in one run, the best fixed partition size under pow2_lanes, and
+    FlashInfer's faster decode from peers_flashinfer.csv (another run) where the GPU has one."""
+    parts = []
+    for gpu in ctx.data.gpus_or_error("lesson04_plans.csv"):
+        c = ctx.data.get(gpu, "lesson04_plans.csv")
+        peers = (ctx.data.get(gpu, "peers_flashinfer.csv") if (ctx.data.dir / gpu / "peers_flashinfer.csv").is_file()
+                 else None)
+        rows, right, near, counted_a = [], 0, 0, 0
+        shapes = TABLE_A + TABLE_B + LONG_SHAPES
+        for s in shapes:
+            l3, a = c.row("04", "lesson03_auto", s), c.row("04", "auto", s)
+            if not a.get("auto_pick"):
+                raise TableError(f"{c.rel}: the auto row of {s} has no auto_pick")
+            fixed = min((c.row("04", v, s) for v in LESSON04_PLAN_FIXED if c.find("04", v, s)),
+                        key=lambda r: float(r["us_median"]), default=None)
+            best = min([float(l3["us_median"]), float(a["us_median"])] + ([float(fixed["us_median"])] if fixed else []))
+            ok = float(a["us_median"]) <= 1.05 * best
+            right += ok
+            fi = None
+            if peers is not None:
+                have = [r for v in LESSON04_PEERS for r in [peers.find("peer", v, s)] if r]
+                fi = min(have, key=lambda r: float(r["us_median"]), default=None)
+            ratio_fi = float(a["us_median"]) / float(fi["us_median"]) if fi else None
+            if s in TABLE_A and ratio_fi is not None:
+                counted_a += 1
+                near += ratio_fi <= 1.10
+            rows.append([s, us2(l3["us_median"]), f"`{a['auto_pick']}`", us2(a["us_median"]), pct(a),
+                         f"{float(l3['us_median']) / float(a['us_median']):.2f}x",
+                         f"`{fixed['variant']}` {us2(fixed['us_median'])}" if fixed else "-",
+                         "+" if ok else "-", us2(fi["us_median"]) if fi else "-",
+                         f"{ratio_fi:.2f}" if ratio_fi is not None else "-"])
+        peer_note = (f"FlashInfer: the faster of `flashinfer_decode` and `flashinfer_decode_tc` in {ctx.link(peers)} "
+                     f"(its own run, same GPU kind); Table A shapes within 1.10x of it: {near} of {counted_a}."
+                     if peers is not None else "No FlashInfer measurement for this GPU.")
+        parts.append(
+            f"**{gpu_name(gpu)}**, data {ctx.link(c)} (streaming read {c.read_bw()}), one `--plans` run: L2-cold "
+            f"medians, us; fp16, D 128, block 16. `lesson03_auto` is lesson 03's `auto` as it is; `auto` is the same "
+            f"choice, unfused, with `pow2_lanes` launched as a programmatic dependent of the partitions; right (+) = "
+            f"`auto` within 5 % of the fastest of the run ({right} of {len(shapes)}). {peer_note}\n\n"
+            + table(["shape", "lesson 03 auto us", "auto runs", "auto us", "% read BW", "speedup",
+                     "best split_pow2 us", "right", "FlashInfer us", "auto / FlashInfer"], rows,
+                    right={1, 3, 4, 5, 8, 9}))
+    return "\n\n".join(parts)
+
+
 # ---------------------------------------------------------------------------------------
 # Lesson 05: the gated decode with sparse P compaction. Its CSV has one row per (variant,
 # shape, sigma), so rows are looked up with the gate's sigma as well.

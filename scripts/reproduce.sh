@@ -145,14 +145,14 @@ else
         fi
         printf '%s\n' "$line" >>"$PA_BUILD_DIR/reproduce-lessons.log"
         [[ "$line" != "run_lessons.sh exit code "* ]] || continue
-        if [[ "$line" =~ ^=====\ (lesson[0-9][0-9]_[A-Za-z0-9_]+)\ (--timeline\ )?\(CSV:\ (.*)\)\ =====$ ]]; then
+        if [[ "$line" =~ ^=====\ (lesson[0-9][0-9]_[A-Za-z0-9_]+)\ (--(timeline|plans)\ )?\(CSV:\ (.*)\)\ =====$ ]]; then
             [ -z "$current" ] || echo "    ($current took $(($(date +%s) - lesson_start)) s)"
             [ -z "$current" ] || why_line[$current]=$last_line
             current=${BASH_REMATCH[1]}
             lesson_start=$(date +%s)
             if [ -z "${BASH_REMATCH[2]}" ]; then k=$((k + 1)); fi
             printf '\n==> [lesson %d/%d] %s%s -> %s   (%s so far)\n' "$k" "$n" "$current" \
-                "${BASH_REMATCH[2]:+ --timeline}" "${BASH_REMATCH[3]}" "$(elapsed)"
+                "${BASH_REMATCH[3]:+ --${BASH_REMATCH[3]}}" "${BASH_REMATCH[4]}" "$(elapsed)"
             continue
         fi
         [ -z "${line// /}" ] || last_line=$line

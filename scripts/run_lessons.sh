@@ -84,13 +84,18 @@ for exe in "${lessons[@]}"; do
     elif [ "$rc" -ne 0 ]; then
         failed+=("$name (exit $rc)")
     fi
-    # A lesson with a --timeline (its usage has a line starting with it) also writes where
-    # its main kernel's time goes.
-    if [ "$rc" -ne 3 ] && [ -z "$suffix" ] && "$exe" --help | grep -q -- '^--timeline'; then
-        timeline_csv="plots/data/$gpu/lesson${nn}_timeline.csv"
-        printf '\n===== %s --timeline (CSV: %s) =====\n' "$name" "$timeline_csv"
-        "$exe" --timeline --csv "$timeline_csv" || failed+=("$name --timeline (exit $?)")
-    fi
+    # A lesson with a second measurement (its usage has a line starting with the flag) runs it
+    # too: --timeline (lesson 02: where its main kernel's time goes), --plans (lesson 04:
+    # lesson 03's plans with its reduce), each into lessonNN_<mode>.csv.
+    for mode in timeline plans; do
+        if [ "$rc" -ne 3 ] && [ -z "$suffix" ] && "$exe" --help | grep -q -- "^--$mode"; then
+            mode_csv="plots/data/$gpu/lesson${nn}_$mode.csv"
+            printf '\n===== %s --%s (CSV: %s) =====\n' "$name" "$mode" "$mode_csv"
+            mode_rc=0
+            "$exe" "--$mode" --csv "$mode_csv" || mode_rc=$?
+            [ "$mode_rc" -eq 0 ] || failed+=("$name --$mode (exit $mode_rc)")
+        fi
+    done
     first=0
 done
 

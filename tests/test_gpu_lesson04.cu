@@ -190,6 +190,36 @@ TEST_CASE("lesson04 appended sentinel segments change no bit of any reduce (synt
     CHECK(compared >= 250);
 }
 
+TEST_CASE("lesson04 auto and split_pow2_<P> (lesson 03's plans, pow2_lanes as the reduce) against the reference",
+          "[gpu][lesson04]") {
+    const pa::DeviceInfo info = pa::testing::gpu_for_test();
+    std::vector<pa::DecodeShape> shapes = lesson04::check_shapes();
+    shapes.push_back(pa::make_shape("g32-head-rows", 32, 1, {4096, 1, 700}, 128, 16, pa::DType::fp16));
+    shapes.push_back(pa::make_shape("g8-40k", 64, 8, {40000}, 128, 16, pa::DType::bf16));          // 313 partitions at 128
+    shapes.push_back(pa::make_shape("g32-D256", 32, 1, {3000, 17}, 256, 32, pa::DType::fp16));     // head rows refused
+    shapes.push_back(pa::make_shape("g1-B1", 32, 32, {1000}, 128, 16, pa::DType::fp16));  // lesson 03 fuses; auto does not
+    int checked = 0;
+    for (const auto& s : shapes) {
+        const pa::DecodeProblem p = pa::make_decode_problem(s, kSeed);
+        const std::vector<double> ref = pa::reference::softmax_decode(p);
+        pa::DeviceDecodeProblem dev(p);
+        for (const auto& v : lesson04::plan_variants()) {
+            INFO(v.name << " on " << s.name << " (seed " << kSeed << ")");
+            const std::string why = v.why_not(s, info);
+            INFO(why);
+            if (v.name == "auto") REQUIRE(why.empty());  // auto runs everything lesson 03's auto runs
+            if (!why.empty()) continue;
+            for (int run = 0; run < 2; ++run) {  // twice: the second reduce starts early behind its partitions
+                const pa::CheckResult r = pa::check_once(v, dev, p, ref);
+                INFO("run " << run << ": rel err " << r.rel_err << ": " << r.message);
+                CHECK(r.pass);
+            }
+            ++checked;
+        }
+    }
+    CHECK(checked >= 40);
+}
+
 TEST_CASE("lesson04 refuses what it did not build, in one line", "[gpu][lesson04]") {
     const pa::DeviceInfo info = pa::testing::gpu_for_test();
     // a head size with no instantiation

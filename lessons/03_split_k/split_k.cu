@@ -144,15 +144,20 @@ void launch_partition_kernel(const pa::PagedDecodeArgs& a, const SplitPlan& p, c
 
 }  // namespace
 
+void launch_partitions(const pa::PagedDecodeArgs& a, const SplitPlan& p, const SplitScratch& s, cudaStream_t stream) {
+    if (p.fused) throw pa::CudaError("lesson03: launch_partitions writes the scratch only; a fused plan merges in its own launch");
+    if (p.splits == 0 && (p.partition_size < 32 || p.partition_size % 32 != 0))
+        throw pa::CudaError(pa::strf("lesson03: partition size %d is not a positive multiple of 32", p.partition_size));
+    if (s.max_partitions < grid_partitions(p, a.max_ctx))
+        throw pa::CudaError(pa::strf("lesson03: scratch holds %d partitions, ctx %d under plan %s needs %d", s.max_partitions,
+                                     a.max_ctx, plan_name(p).c_str(), grid_partitions(p, a.max_ctx)));
+    launch_partition_kernel<false>(a, p, s, nullptr, stream);
+}
+
 void launch_partitions(const pa::PagedDecodeArgs& a, int partition_size, const SplitScratch& s, cudaStream_t stream) {
-    if (partition_size < 32 || partition_size % 32 != 0)
-        throw pa::CudaError(pa::strf("lesson03: partition size %d is not a positive multiple of 32", partition_size));
-    if (s.max_partitions < num_partitions(a.max_ctx, partition_size))
-        throw pa::CudaError(pa::strf("lesson03: scratch holds %d partitions, ctx %d at partition %d needs %d",
-                                     s.max_partitions, a.max_ctx, partition_size, num_partitions(a.max_ctx, partition_size)));
     SplitPlan p;
     p.partition_size = partition_size;
-    launch_partition_kernel<false>(a, p, s, nullptr, stream);
+    launch_partitions(a, p, s, stream);
 }
 
 // On sm_90 the reduce goes out as a programmatic dependent launch: the GPU may start it
@@ -259,18 +264,6 @@ Choice auto_choice(const pa::DecodeShape& s, const pa::DeviceInfo& info) {
     return Choice{};
 }
 
-namespace {
-
-// What the rules need of a launch: the shape, with the batch's real lengths when the caller
-// passed them on the host (else every sequence at the longest).
-pa::DecodeShape shape_of(const pa::PagedDecodeArgs& a) {
-    const std::vector<int> lens = a.context_lens_host ? std::vector<int>(a.context_lens_host, a.context_lens_host + a.B)
-                                                      : std::vector<int>(a.B, a.max_ctx);
-    return pa::make_shape("launch", a.H, a.Hkv, lens, a.D, a.block_size, a.dtype);
-}
-
-}  // namespace
-
 pa::DecodeVariant auto_variant() {
     const pa::DecodeVariant sp = single_pass_variant();
     pa::DecodeVariant v;
@@ -280,7 +273,7 @@ pa::DecodeVariant auto_variant() {
         return c.split ? why_not(c.plan, s, info) : sp.why_not(s, info);
     };
     v.launch = [sp](const pa::PagedDecodeArgs& a, cudaStream_t st) {
-        const Choice c = auto_choice(shape_of(a), pa::current_device_info());
+        const Choice c = auto_choice(pa::launch_shape(a), pa::current_device_info());
         if (c.split) launch(a, c.plan, st);
         else sp.launch(a, st);
     };
@@ -314,7 +307,7 @@ pa::DecodeVariant even_variant() {
     v.name = "split_k_even";
     v.why_not = [](const pa::DecodeShape& s, const pa::DeviceInfo& info) { return why_not(even_plan(s, info.sms), s, info); };
     v.launch = [](const pa::PagedDecodeArgs& a, cudaStream_t st) {
-        launch(a, even_plan(shape_of(a), pa::current_sm_count()), st);
+        launch(a, even_plan(pa::launch_shape(a), pa::current_sm_count()), st);
     };
     v.geometry = [](const pa::DecodeShape& s, const pa::DeviceInfo& info) { return geometry(even_plan(s, info.sms), s, info); };
     return v;

@@ -19,6 +19,8 @@ namespace lesson03 {
 // the sentinel (-inf, 0, 0). partition_size: a multiple of 32 (32 .. 512 are measured);
 // s.max_partitions may exceed num_partitions(max_ctx, partition_size).
 void launch_partitions(const pa::PagedDecodeArgs& a, int partition_size, const SplitScratch& s, cudaStream_t stream);
+// The same for any unfused plan (head rows, even splits): s.max_partitions >= grid_partitions(p, a.max_ctx).
+void launch_partitions(const pa::PagedDecodeArgs& a, const SplitPlan& p, const SplitScratch& s, cudaStream_t stream);
 // The reduce: one CTA per (sequence, query head), out = sum_p e^(m_p - M) acc_p / sum_p e^(m_p - M) l_p.
 void launch_reduce(const pa::PagedDecodeArgs& a, const SplitScratch& s, cudaStream_t stream);
 

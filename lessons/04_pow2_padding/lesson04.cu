@@ -109,6 +109,100 @@ std::vector<pa::DecodeVariant> all_variants() {
     return out;
 }
 
+namespace {
+
+// Partitions of plan p (never fused) into the variant's scratch, then the reduce: pow2_lanes
+// as a programmatic dependent, or, past the widest pow2 reduce built, lesson 03's own.
+void launch_plan(const pa::PagedDecodeArgs& a, const lesson03::SplitPlan& p, Scratch& scratch, cudaStream_t stream) {
+    const lesson03::SplitScratch s = scratch.get(a.B, a.H, a.D, lesson03::grid_partitions(p, a.max_ctx));
+    lesson03::launch_partitions(a, p, s, stream);
+    if (reduce_why_not(Fix::pow2_lanes, a.D, s.max_partitions).empty()) launch_pow2_lanes(a, s, stream, true);
+    else lesson03::launch_reduce(a, s, stream);
+}
+
+// split_pow2_<P>'s plan on a shape: head rows where lesson 03 takes them, else the partition kernel.
+lesson03::SplitPlan fixed_plan(int partition_size, const pa::DecodeShape& s, const pa::DeviceInfo& info) {
+    lesson03::SplitPlan p;
+    p.partition_size = partition_size;
+    p.head_rows = true;
+    if (!lesson03::why_not(p, s, info).empty()) p.head_rows = false;
+    return p;
+}
+
+// Why lesson 03 refuses a plan on a shape, as this lesson says it ("" when it takes it).
+std::string plan_why_not(const lesson03::SplitPlan& p, const pa::DecodeShape& s, const pa::DeviceInfo& info) {
+    const std::string partitions = lesson03::why_not(p, s, info);
+    if (!partitions.empty()) return "lesson 03's partition kernel: " + partitions;
+    return "";
+}
+
+}  // namespace
+
+namespace {
+
+// `auto`'s choice: lesson 03's, unfused (with a reduce this cheap, the fused merge, one CTA
+// walking every partition of its heads, no longer pays for the launch it saves).
+lesson03::Choice auto_choice(const pa::DecodeShape& s, const pa::DeviceInfo& info) {
+    lesson03::Choice c = lesson03::auto_choice(s, info);
+    c.plan.fused = false;
+    return c;
+}
+
+}  // namespace
+
+std::string auto_pick(const pa::DecodeShape& s, const pa::DeviceInfo& info) {
+    const lesson03::Choice c = auto_choice(s, info);
+    if (!c.split) return "single_pass";
+    const int parts = lesson03::grid_partitions(c.plan, s.max_ctx());
+    return lesson03::plan_name(c.plan) +
+           (reduce_why_not(Fix::pow2_lanes, s.D, parts).empty() ? " + pow2_lanes" : " + lesson 03's reduce");
+}
+
+pa::DecodeVariant auto_variant() {
+    const pa::DecodeVariant sp = lesson03::single_pass_variant();
+    auto scratch = std::make_shared<Scratch>();
+    pa::DecodeVariant v;
+    v.name = "auto";
+    v.why_not = [sp](const pa::DecodeShape& s, const pa::DeviceInfo& info) {
+        const lesson03::Choice c = auto_choice(s, info);
+        return c.split ? plan_why_not(c.plan, s, info) : sp.why_not(s, info);
+    };
+    v.launch = [sp, scratch](const pa::PagedDecodeArgs& a, cudaStream_t st) {
+        const lesson03::Choice c = auto_choice(pa::launch_shape(a), pa::current_device_info());
+        if (c.split) launch_plan(a, c.plan, *scratch, st);
+        else sp.launch(a, st);
+    };
+    v.geometry = [sp](const pa::DecodeShape& s, const pa::DeviceInfo& info) {
+        const lesson03::Choice c = auto_choice(s, info);
+        return c.split ? lesson03::geometry(c.plan, s, info) : sp.geometry(s, info);
+    };
+    return v;
+}
+
+pa::DecodeVariant split_pow2_variant(int partition_size) {
+    auto scratch = std::make_shared<Scratch>();
+    pa::DecodeVariant v;
+    v.name = "split_pow2_" + std::to_string(partition_size);
+    v.why_not = [partition_size](const pa::DecodeShape& s, const pa::DeviceInfo& info) {
+        const lesson03::SplitPlan p = fixed_plan(partition_size, s, info);
+        const std::string reduce = reduce_why_not(Fix::pow2_lanes, s.D, lesson03::grid_partitions(p, s.max_ctx()));
+        return reduce.empty() ? plan_why_not(p, s, info) : reduce;
+    };
+    v.launch = [partition_size, scratch](const pa::PagedDecodeArgs& a, cudaStream_t st) {
+        launch_plan(a, fixed_plan(partition_size, pa::launch_shape(a), pa::current_device_info()), *scratch, st);
+    };
+    v.geometry = [partition_size](const pa::DecodeShape& s, const pa::DeviceInfo& info) {
+        return lesson03::geometry(fixed_plan(partition_size, s, info), s, info);
+    };
+    return v;
+}
+
+std::vector<pa::DecodeVariant> plan_variants() {
+    std::vector<pa::DecodeVariant> out = {auto_variant()};
+    for (int size : {128, 256, 512, 1024, 4096}) out.push_back(split_pow2_variant(size));
+    return out;
+}
+
 std::vector<pa::DecodeShape> check_shapes() {
     const pa::DType f = pa::DType::fp16, b = pa::DType::bf16;
     std::vector<pa::DecodeShape> out = pa::decode_check_shapes();  // partition 32: 1 to 94 segments

@@ -24,7 +24,10 @@ namespace lesson04 {
 // The wrong fix's reduce: reads all s.max_partitions entries, which must be a power of two.
 void launch_pad_scratch(const pa::PagedDecodeArgs& a, const lesson03::SplitScratch& s, cudaStream_t stream);
 // The right fix's reduce: width next_pow2(s.max_partitions), lanes past the scratch masked.
-void launch_pow2_lanes(const pa::PagedDecodeArgs& a, const lesson03::SplitScratch& s, cudaStream_t stream);
+// dependent: launched as a programmatic dependent of the kernel before it on the stream
+// (sm_90 code only; `auto`'s pipeline), else plainly (the sweep, which compares the reduces).
+void launch_pow2_lanes(const pa::PagedDecodeArgs& a, const lesson03::SplitScratch& s, cudaStream_t stream,
+                       bool dependent = false);
 // The plain loop over the segments.
 void launch_loop(const pa::PagedDecodeArgs& a, const lesson03::SplitScratch& s, cudaStream_t stream);
 void launch_reduce(Fix f, const pa::PagedDecodeArgs& a, const lesson03::SplitScratch& s, cudaStream_t stream);
@@ -66,6 +69,22 @@ std::string why_not(Fix f, const pa::DecodeShape& s, const pa::DeviceInfo& info,
 // geometry is the partition kernel's (lesson03::geometry), with pad_scratch's padded grid.
 pa::DecodeVariant variant(Fix f, int partition_size = 0);
 std::vector<pa::DecodeVariant> all_variants();
+
+// ---- lesson 03's plans with this lesson's reduce (the --plans measurement)
+
+// Lesson 03's `auto` with its reduce replaced: the same choice (single pass, or partitions
+// of lesson 03's size, head rows for groups of 9 to 32), never fused, and the reduce
+// pow2_lanes launched as a programmatic dependent of the partitions (on sm_90 code) instead
+// of lesson 03's loop over the partitions. Name: auto.
+pa::DecodeVariant auto_variant();
+// A fixed partition size under lesson 03's kernels (head rows where the GPU takes them for
+// the group, else the partition kernel), then pow2_lanes as in auto: split_pow2_<P>.
+pa::DecodeVariant split_pow2_variant(int partition_size);
+// auto and split_pow2_{128,256,512,1024,4096}
+std::vector<pa::DecodeVariant> plan_variants();
+// What `auto` runs on a shape, as a name: single_pass, or lesson 03's plan name with its
+// reduce (split_k_rows_128 + pow2_lanes).
+std::string auto_pick(const pa::DecodeShape& s, const pa::DeviceInfo& info);
 
 // The lesson's --check shapes: the catalogue's awkward ones, the post's ctx 513 at
 // partition 32 (17 segments), mixed lengths whose short sequences leave sentinel

@@ -7,6 +7,9 @@
 //   lesson04_pow2_padding --check                  check only (what the sanitizer tests run)
 //   lesson04_pow2_padding --bench --csv out.csv    the segment sweep only, its rows as CSV
 //   lesson04_pow2_padding --shape mqa-B16-ctx4k    check and time the three pipelines on a shape
+//   lesson04_pow2_padding --plans [--csv out.csv]  lesson 03's plans with pow2_lanes as their reduce
+//                                                  (auto, split_pow2_<P>) beside lesson 03's auto, on
+//                                                  Table A, Table B and the long shapes
 #include <algorithm>
 #include <cstdio>
 #include <map>
@@ -20,6 +23,7 @@
 #include "decode_reference.h"
 #include "device_buffer.cuh"
 #include "lesson04.h"
+#include "split_k.h"
 #include "timer.cuh"
 
 namespace {
@@ -202,6 +206,73 @@ void print_sweep(const std::vector<pa::ResultRow>& rows, int B, const pa::Device
                 info.name.c_str());
 }
 
+// --plans: per shape, lesson 03's auto against the same plan with this lesson's reduce, and
+// the best fixed partition size under pow2_lanes. L2-cold medians.
+void summarize_plans(const std::vector<pa::ResultRow>& rows, const std::vector<pa::DecodeShape>& shapes) {
+    const pa::RowIndex idx(rows);
+    std::vector<std::string> fixed, all = {"lesson03_auto", "auto"};
+    for (const auto& v : lesson04::plan_variants())
+        if (v.name != "auto") fixed.push_back(v.name);
+    all.insert(all.end(), fixed.begin(), fixed.end());
+    std::printf("\nLesson 03's auto, and its plan with pow2_lanes as the reduce (auto); L2-cold medians, us. right (+):\n"
+                "auto within 5 %% of the best measured here\n");
+    pa::TextTable t({"shape", "lesson03_auto", "auto", "speedup", "auto runs", "% read BW", "best split_pow2", "us", "right"});
+    int right = 0, counted = 0;
+    for (const auto& s : shapes) {
+        const pa::ResultRow* l3 = idx.get(s.name, "lesson03_auto");
+        const pa::ResultRow* au = idx.get(s.name, "auto");
+        if (!l3 || !au) continue;
+        const auto best = idx.best_of(s.name, all);
+        const auto best_fixed = idx.best_of(s.name, fixed);
+        const bool ok = au->us_median <= 1.05 * best.second;
+        right += ok;
+        ++counted;
+        t.add_row({s.name, pa::strf("%.2f", l3->us_median), pa::strf("%.2f", au->us_median),
+                   pa::strf("%.2fx", l3->us_median / au->us_median), au->get_extra("auto_pick"),
+                   au->pct_read_bw ? pa::strf("%.1f", *au->pct_read_bw) : "-", best_fixed.first,
+                   best_fixed.first == "-" ? "-" : pa::strf("%.2f", best_fixed.second), ok ? "+" : "-"});
+    }
+    t.print();
+    std::printf("auto right on %d of %d shapes\n", right, counted);
+}
+
+int run_plans(int argc, char** argv) {
+    pa::DecodeLessonSpec spec;
+    spec.program = kProgram;
+    spec.lesson = "04";
+    spec.title = "Lesson 04 --plans: lesson 03's plans with pow2_lanes as the reduce";
+    spec.extra_usage = "--plans: auto and split_pow2_{128,256,512,1024,4096} beside lesson 03's auto (lesson03_auto)\n";
+    spec.variants = lesson04::plan_variants();
+    pa::DecodeVariant l3 = lesson03::auto_variant();
+    l3.name = "lesson03_auto";
+    spec.baselines = {l3};
+    spec.check_shapes = lesson04::check_shapes();
+    spec.bench_shapes = pa::table_a();
+    for (const auto& s : pa::table_b()) spec.bench_shapes.push_back(s);
+    for (const auto& s : pa::long_context_shapes()) spec.bench_shapes.push_back(s);
+    spec.reference = [](const pa::DecodeProblem& p) { return pa::reference::softmax_decode(p); };
+    spec.annotate = [variants = spec.variants](const pa::DecodeShape& s, pa::ResultRow& row) {
+        const pa::DeviceInfo& info = pa::current_device_info();
+        for (const auto& v : variants)
+            if (v.name == row.variant) row.set_extra("splits", std::to_string(v.geometry(s, info).partitions));
+        if (row.variant == "lesson03_auto")
+            row.set_extra("splits", std::to_string(lesson03::auto_variant().geometry(s, info).partitions));
+        if (row.variant == "auto") row.set_extra("auto_pick", lesson04::auto_pick(s, info));
+    };
+    spec.summarize = summarize_plans;
+    // the measurement only (the check of these variants is part of --check), unless asked
+    std::vector<char*> args;
+    bool check = false;
+    for (int i = 0; i < argc; ++i) {
+        if (std::string(argv[i]) == "--plans") continue;
+        check = check || std::string(argv[i]) == "--check";
+        args.push_back(argv[i]);
+    }
+    char bench_flag[] = "--bench";
+    if (!check) args.push_back(bench_flag);
+    return pa::run_decode_lesson(static_cast<int>(args.size()), args.data(), spec);
+}
+
 int run_sweep(const pa::Flags& f, const std::vector<lesson04::Fix>& fixes) {
     const pa::DeviceInfo info = pa::require_gpu(kProgram);
     try {
@@ -241,8 +312,15 @@ int main(int argc, char** argv) {
         "..., 1023, 1024 at H8/Hkv4/D128 bf16 (--dtype changes it), B 1 and 16, partition 32, ctx = 32 * (splits - 1)\n"
         "+ 1: scratch bytes, the reduce alone and partition + reduce, L2-hot and L2-cold; CSV columns add splits,\n"
         "partition_size, scratch_bytes, stage (reduce or total). With --shape or --B ...: the check, then the usual\n"
-        "per-shape table of the three pipelines on those shapes.\n";
+        "per-shape table of the three pipelines on those shapes.\n"
+        "--plans   lesson 03's plans with pow2_lanes as their reduce, measured on Table A, Table B and the long\n"
+        "          shapes: auto (lesson 03's choice of kernel and partition size; the reduce launched as a\n"
+        "          programmatic dependent on sm_90) and split_pow2_{128,256,512,1024,4096} (fixed partitions),\n"
+        "          beside lesson 03's auto (lesson03_auto); the check of these variants is part of --check.\n";
     spec.variants = lesson04::all_variants();
+    spec.variants.push_back(lesson04::auto_variant());
+    for (const auto& v : lesson04::plan_variants())
+        if (v.name != "auto") spec.check_only_variants.push_back(v);
     spec.check_shapes = lesson04::check_shapes();
     spec.bench_shapes = spec.check_shapes;  // only used with explicit shapes, which replace it
     spec.reference = [](const pa::DecodeProblem& p) { return pa::reference::softmax_decode(p); };
@@ -258,6 +336,8 @@ int main(int argc, char** argv) {
         row.set_extra("stage", "total");
     };
 
+    for (int i = 1; i < argc; ++i)
+        if (std::string(argv[i]) == "--plans") return run_plans(argc, argv);
     const pa::Flags f = pa::parse_flags_or_exit(argc, argv, pa::decode_usage(kProgram, spec.extra_usage));
     const bool sweep = !f.check_only && f.shapes.empty() && !f.explicit_shape();
     if (!sweep) return pa::run_decode_lesson(argc, argv, spec);  // --check, or the driver's table on given shapes

@@ -133,14 +133,14 @@ std::vector<float> pow2_merge_model(const SegmentsView& s, int segments_p2) {
     for (int k = 0; k < warps; ++k) per_warp[k] = wl[static_cast<size_t>(k) * width];
     butterfly(per_warp, warps, add_op);
     const float L = per_warp[0];
-    // the output: row groups of D/4 segments, each walked in order, then folded in halves
-    const int chunk = D / 4;
-    const int groups = segments_p2 > chunk ? segments_p2 / chunk : 1;
-    const int rows = std::min(segments_p2, chunk);
+    // the output: groups of max(1, D/32) consecutive rows, each walked in order with fma,
+    // then folded in halves (group g + groups/2 onto g, ...)
+    const int rows = std::max(1, D / 32);
+    const int groups = std::max(1, segments_p2 / rows);
     std::vector<float> part(static_cast<size_t>(groups) * D, 0.f);
     for (int g = 0; g < groups; ++g)
-        for (int i = 0; i < rows && g * chunk + i < s.count; ++i) {
-            const int seg = g * chunk + i;
+        for (int i = 0; i < rows && g * rows + i < s.count; ++i) {
+            const int seg = g * rows + i;
             for (int d = 0; d < D; ++d) {
                 float& o = part[static_cast<size_t>(g) * D + d];
                 o = std::fma(w[seg], s.acc[static_cast<size_t>(seg) * D + d], o);

@@ -76,8 +76,8 @@ std::vector<double> softmax_exact(const std::vector<double>& logits, const std::
 
 // The pow2_lanes (and pad_scratch) kernel's arithmetic in float, in its order: segments on
 // lanes, M and L by butterflies over min(segments_p2, 32) lanes and then over the warps;
-// the output by row groups of D/4 segments walked in order with fma, the groups then
-// folded in halves. segments_p2 >= s.count, a power of two; padding lanes read (-inf, 0).
+// the output by groups of max(1, D/32) consecutive segments walked in order with fma, the
+// groups then folded in halves. segments_p2 >= s.count, a power of two; padding lanes read (-inf, 0).
 // (Host expf may differ from the GPU's in the last bit: this models the order, not the ulps.)
 std::vector<float> pow2_merge_model(const SegmentsView& s, int segments_p2);
 // The loop kernel's arithmetic in float: M over the segments in order, then L and the

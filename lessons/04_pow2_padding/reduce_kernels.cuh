@@ -32,9 +32,32 @@ namespace lesson04 {
 __host__ __device__ constexpr int cmax(int a, int b) { return a > b ? a : b; }
 __host__ __device__ constexpr int cmin(int a, int b) { return a < b ? a : b; }
 
+// The output phase's layout, fixed by the head size alone: the segments fall into groups of
+// pow2_rows_per_group(D) consecutive rows (2 at D 64, 4 at D 128, 8 at D 256), each summed
+// in order by one thread per float4 column; the groups are then folded in halves. Because
+// neither the group size nor the fold depends on SEGMENTS_P2, a wider power of two only
+// appends groups of zeros, which the fold adds last: padding changes no bit.
+__host__ __device__ constexpr int pow2_rows_per_group(int head_size) { return cmax(1, head_size / 32); }
+__host__ __device__ constexpr int pow2_groups(int segments_p2, int head_size) {
+    return cmax(1, segments_p2 / pow2_rows_per_group(head_size));
+}
+// Group slots of D/4 threads: one per group, up to max(256, SEGMENTS_P2) threads (then a
+// thread sums several groups, at most 8: the first levels of the fold happen in its
+// registers). More threads per CTA would help a grid of a few CTAs and starve a grid of
+// thousands (a batch of 16 sequences x 64 heads), which then runs in more waves.
+__host__ __device__ constexpr int pow2_slots(int segments_p2, int head_size) {
+    return cmin(pow2_groups(segments_p2, head_size), cmax(256, segments_p2) / (head_size / 4));
+}
 // Threads of one pow2 reduce CTA: a lane per segment (SEGMENTS_P2), at least one warp, and
-// at least D/4 (one float4 column of the output each).
-__host__ __device__ constexpr int pow2_threads(int segments_p2, int head_size) { return cmax(cmax(32, segments_p2), head_size / 4); }
+// one per (group slot, float4 column), so that the rows of the scratch are loaded together.
+__host__ __device__ constexpr int pow2_threads(int segments_p2, int head_size) {
+    return cmax(cmax(32, segments_p2), pow2_slots(segments_p2, head_size) * (head_size / 4));
+}
+// CTAs per SM the compiler should plan registers for: 1024 threads' worth (64 registers a
+// thread from 128 threads up), so that a large grid keeps several CTAs on each SM.
+__host__ __device__ constexpr int pow2_min_ctas(int segments_p2, int head_size) {
+    return cmin(8, cmax(1, 1024 / pow2_threads(segments_p2, head_size)));
+}
 
 // Four floats -> four 16-bit outputs in one 8-byte store (p 8-byte aligned).
 template <class T>
@@ -44,7 +67,7 @@ __device__ __forceinline__ void store4(T* p, float4 v) {
 }
 
 // pad_scratch (kMasked = false) and pow2_lanes (kMasked = true). Grid (H, B): one CTA per
-// (sequence, query head); pow2_threads(SEGMENTS_P2, HEAD_SIZE) threads. (The 1 in
+// (sequence, query head); pow2_threads(SEGMENTS_P2, HEAD_SIZE) threads. (The CTA count in
 // __launch_bounds__ matters: given the thread count alone, ptxas held these kernels to 32
 // registers and spilled; with it, the loads of the output loop stay in flight together.)
 //   m, l  [B, H, num_segments]        per-segment max logit and sum of e^(logit - m)
@@ -53,7 +76,7 @@ __device__ __forceinline__ void store4(T* p, float4 v) {
 // pow2_lanes: num_segments is the scratch's real size, anything up to SEGMENTS_P2.
 // pad_scratch: the scratch was padded, num_segments == SEGMENTS_P2.
 template <class scalar_t, int HEAD_SIZE, int SEGMENTS_P2, bool kMasked>
-__global__ void __launch_bounds__(pow2_threads(SEGMENTS_P2, HEAD_SIZE), 1)
+__global__ void __launch_bounds__(pow2_threads(SEGMENTS_P2, HEAD_SIZE), pow2_min_ctas(SEGMENTS_P2, HEAD_SIZE))
 pow2_reduce_kernel(scalar_t* __restrict__ out, const float* __restrict__ m, const float* __restrict__ l,
                    const float* __restrict__ acc, int num_segments) {
     static_assert(SEGMENTS_P2 >= 1 && SEGMENTS_P2 <= 1024 && (SEGMENTS_P2 & (SEGMENTS_P2 - 1)) == 0,
@@ -63,16 +86,24 @@ pow2_reduce_kernel(scalar_t* __restrict__ out, const float* __restrict__ m, cons
     // Segments on lanes: a warp holds min(SEGMENTS_P2, 32); more take several warps.
     constexpr int kWidth = cmin(SEGMENTS_P2, 32);
     constexpr int kWarps = SEGMENTS_P2 / kWidth;  // warps holding segments: 1 .. 32
-    // The output: D/4 float4 columns; the segments fall into row groups of D/4 each.
+    // The output: D/4 float4 columns; the segments in groups of kRows rows; kSlots group
+    // slots of kCols threads, each slot holding kGroupsPerSlot groups.
     constexpr int kCols = HEAD_SIZE / 4;
-    constexpr int kRowsPerGroup = cmin(SEGMENTS_P2, kCols);
-    constexpr int kGroups = SEGMENTS_P2 / kRowsPerGroup;
-    static_assert(kGroups * kCols <= kThreads, "one thread per (row group, column)");
+    constexpr int kRows = pow2_rows_per_group(HEAD_SIZE);
+    constexpr int kGroups = pow2_groups(SEGMENTS_P2, HEAD_SIZE);
+    constexpr int kSlots = pow2_slots(SEGMENTS_P2, HEAD_SIZE);
+    constexpr int kGroupsPerSlot = kGroups / kSlots;
+    static_assert(kSlots * kCols <= kThreads && kGroupsPerSlot * kSlots == kGroups, "one thread per (slot, column)");
 
     __shared__ float w_smem[SEGMENTS_P2];        // e^(m_s - M), for the output phase
     __shared__ float warp_max[kWarps], warp_sum[kWarps];
-    __shared__ float4 group_sum[kGroups > 1 ? kGroups * kCols : 1];
+    __shared__ float4 slot_sum[kSlots > 1 ? kSlots * kCols : 1];
 
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    // `auto`'s pipeline launches this as a programmatic dependent of the partitions (sm_90):
+    // wait until their scratch is complete and visible. Launched plainly, this returns at once.
+    asm volatile("griddepcontrol.wait;" ::: "memory");
+#endif
     const int t = threadIdx.x, lane = t % 32, warp = t / 32;
     const size_t bh = static_cast<size_t>(blockIdx.y) * gridDim.x + blockIdx.x;  // (sequence, head)
     const float* m_bh = m + bh * num_segments;
@@ -83,8 +114,9 @@ pow2_reduce_kernel(scalar_t* __restrict__ out, const float* __restrict__ m, cons
     // SEGMENTS_P2 lanes holds all of them (the loads broadcast), so every lane ends with the
     // result and no lane needs a mask of its own. Lanes at or past the real count are the
     // padding: a masked load gives them the sentinel, and nothing past the scratch is read.
+    // (With more threads than segments, threads at or past SEGMENTS_P2 hold padding too.)
     const int s = SEGMENTS_P2 <= 32 ? lane % kWidth : t;
-    const bool real = kMasked ? s < num_segments : true;  // pad_scratch: every entry is memory
+    const bool real = s < (kMasked ? num_segments : SEGMENTS_P2);  // pad_scratch: every entry is memory
     const float m_s = real ? m_bh[s] : -INFINITY;
     const float l_s = real ? l_bh[s] : 0.f;
 
@@ -94,7 +126,7 @@ pow2_reduce_kernel(scalar_t* __restrict__ out, const float* __restrict__ m, cons
 #pragma unroll
     for (int o = kWidth / 2; o > 0; o /= 2) M = fmaxf(M, __shfl_xor_sync(0xffffffffu, M, o));
     if constexpr (kWarps > 1) {
-        if (lane == 0) warp_max[warp] = M;
+        if (lane == 0 && warp < kWarps) warp_max[warp] = M;
         __syncthreads();
         M = lane < kWarps ? warp_max[lane] : -INFINITY;
 #pragma unroll
@@ -112,7 +144,7 @@ pow2_reduce_kernel(scalar_t* __restrict__ out, const float* __restrict__ m, cons
 #pragma unroll
     for (int o = kWidth / 2; o > 0; o /= 2) L = __fadd_rn(L, __shfl_xor_sync(0xffffffffu, L, o));
     if constexpr (kWarps > 1) {
-        if (lane == 0) warp_sum[warp] = L;
+        if (lane == 0 && warp < kWarps) warp_sum[warp] = L;
     }
     if (t < SEGMENTS_P2) w_smem[s] = w;  // one writer per segment (for SEGMENTS_P2 <= 32, warp 0's first lanes)
     __syncthreads();
@@ -123,39 +155,57 @@ pow2_reduce_kernel(scalar_t* __restrict__ out, const float* __restrict__ m, cons
         L = __shfl_sync(0xffffffffu, L, 0);  // as for M: lanes past kWarps summed zeros
     }
 
-    // 4. out = sum_s w_s acc_s / L. Thread (group g, column c) walks the segments of its row
-    // group in order, one float4 of each row: a warp reads whole 512-byte rows (D 128). The
-    // groups are then folded in halves. Both orders are fixed by the segment index alone,
-    // whatever SEGMENTS_P2 is, so padding (zeros added last) changes no bit.
-    const int c = t % kCols, g = t / kCols;
+    // 4. out = sum_s w_s acc_s / L. Thread (slot j, column c) sums, for each of its groups
+    // g = j + k * kSlots, the group's kRows rows in order, one float4 of each row (a warp
+    // reads whole 512-byte rows at D 128); all its loads are independent, so they are in
+    // flight together. The groups are then folded in halves: group g + kGroups/2 onto g, and
+    // so on; the levels that pair groups of one slot happen in registers, the rest through
+    // shared memory. Both orders are fixed by the segment index alone, whatever SEGMENTS_P2
+    // is, so padding (groups of zeros, added last) changes no bit.
+    const int c = t % kCols, j = t / kCols;
     float4 o = make_float4(0.f, 0.f, 0.f, 0.f);
-    if (g < kGroups) {
-        const int first = g * kRowsPerGroup;
-        // pow2_lanes: padding rows are not loaded at all (the same mask, as a trip count)
-        const int rows = kMasked ? cmin(kRowsPerGroup, num_segments - first) : kRowsPerGroup;
-        const float4* acc4 = reinterpret_cast<const float4*>(acc_bh) + static_cast<size_t>(first) * kCols + c;
-#pragma unroll 8
-        for (int i = 0; i < rows; ++i) {
-            const float ws = w_smem[first + i];
-            const float4 a = acc4[static_cast<size_t>(i) * kCols];
-            o.x = fmaf(ws, a.x, o.x);
-            o.y = fmaf(ws, a.y, o.y);
-            o.z = fmaf(ws, a.z, o.z);
-            o.w = fmaf(ws, a.w, o.w);
+    if (j < kSlots) {
+        float4 part[kGroupsPerSlot];
+#pragma unroll
+        for (int k = 0; k < kGroupsPerSlot; ++k) {
+            const int first = (j + k * kSlots) * kRows;
+            part[k] = make_float4(0.f, 0.f, 0.f, 0.f);
+            const float4* acc4 = reinterpret_cast<const float4*>(acc_bh) + c;
+#pragma unroll
+            for (int i = 0; i < cmin(kRows, SEGMENTS_P2); ++i) {
+                // pow2_lanes: a padding row reloads the last real row (an L1 hit; nothing past
+                // the scratch is read, and no branch stands between the loads, which would keep
+                // them from being in flight together) with its weight w_smem = 0: the fma adds
+                // an exact zero, as the model's skipped row does.
+                const int row = kMasked ? cmin(first + i, num_segments - 1) : first + i;
+                const float ws = w_smem[first + i];
+                const float4 a = acc4[static_cast<size_t>(row) * kCols];
+                part[k].x = fmaf(ws, a.x, part[k].x);
+                part[k].y = fmaf(ws, a.y, part[k].y);
+                part[k].z = fmaf(ws, a.z, part[k].z);
+                part[k].w = fmaf(ws, a.w, part[k].w);
+            }
         }
+#pragma unroll
+        for (int half = kGroupsPerSlot / 2; half > 0; half /= 2)
+#pragma unroll
+            for (int k = 0; k < half; ++k)
+                part[k] = make_float4(part[k].x + part[k + half].x, part[k].y + part[k + half].y,
+                                      part[k].z + part[k + half].z, part[k].w + part[k + half].w);
+        o = part[0];
     }
-    if constexpr (kGroups > 1) {
-        if (g < kGroups) group_sum[g * kCols + c] = o;
+    if constexpr (kSlots > 1) {
+        if (j < kSlots) slot_sum[j * kCols + c] = o;
         __syncthreads();
 #pragma unroll
-        for (int half = kGroups / 2; half > 0; half /= 2) {
+        for (int half = kSlots / 2; half > 0; half /= 2) {
             for (int i = t; i < half * kCols; i += kThreads) {
-                const float4 x = group_sum[i], y = group_sum[i + half * kCols];
-                group_sum[i] = make_float4(x.x + y.x, x.y + y.y, x.z + y.z, x.w + y.w);
+                const float4 x = slot_sum[i], y = slot_sum[i + half * kCols];
+                slot_sum[i] = make_float4(x.x + y.x, x.y + y.y, x.z + y.z, x.w + y.w);
             }
             __syncthreads();
         }
-        o = group_sum[c];
+        o = slot_sum[c];
     }
     if (t < kCols)
         store4(out + bh * HEAD_SIZE + 4 * c, make_float4(o.x / L, o.y / L, o.z / L, o.w / L));
