@@ -136,10 +136,6 @@ std::string plan_why_not(const lesson03::SplitPlan& p, const pa::DecodeShape& s,
     return "";
 }
 
-}  // namespace
-
-namespace {
-
 // `auto`'s choice: lesson 03's, unfused (with a reduce this cheap, the fused merge, one CTA
 // walking every partition of its heads, no longer pays for the launch it saves).
 lesson03::Choice auto_choice(const pa::DecodeShape& s, const pa::DeviceInfo& info) {
