@@ -1881,6 +1881,48 @@ def self_test():
         rc, msg, _ = go04(_fake_lesson04_csv((1, 16)).replace("PASS", "FAIL"))
         expect(rc == 1 and "not PASS" in msg, f"lesson04 FAILed row: exit 1 (got {rc}: {msg!r})")
 
+    # Lesson 04's plans: auto against lesson 03's auto and FlashInfer; auto_pick required; the
+    # peers are optional; right and within-1.10x counted.
+    with tempfile.TemporaryDirectory() as tmp:
+        root = Path(tmp)
+        (root / "plots/data/h200").mkdir(parents=True)
+        plans = root / "plots/data/h200/lesson04_plans.csv"
+        peers = root / "plots/data/h200/peers_flashinfer.csv"
+        (root / "README.md").write_text("<!-- table:lesson04_plans -->\n<!-- /table:lesson04_plans -->\n")
+
+        def plans_csv(auto_us, pick="split_k_128 + pow2_lanes"):
+            rows = [HEADER + ",auto_pick"]
+            for i, s in enumerate(TABLE_A + TABLE_B + LONG_SHAPES):
+                rows.append(_fake_row(s, "lesson03_auto", "cold", 20.0, lesson="04") + ",")
+                rows.append(_fake_row(s, "auto", "cold", auto_us, lesson="04") + f",{pick}")
+                rows.append(_fake_row(s, "split_pow2_256", "cold", 19.0 + (i % 2) * 2, lesson="04") + ",")
+            return "\n".join(rows) + "\n"
+
+        def go_plans(text, peer_us=None):
+            plans.write_text(text)
+            if peer_us is None:
+                peers.unlink(missing_ok=True)
+            else:
+                peers.write_text("\n".join([HEADER] + [_fake_row(s, "flashinfer_decode", "cold", peer_us, lesson="peer")
+                                                       for s in TABLE_A]) + "\n")
+            buf = io.StringIO()
+            rc = run(root, root / "plots/data", False, out=buf)
+            return rc, buf.getvalue(), (root / "README.md").read_text()
+
+        rc, msg, text = go_plans(plans_csv(18.0), peer_us=17.0)
+        expect(rc == 0 and "| llama7b-B1-ctx1k | 20.00 | `split_k_128 + pow2_lanes` | 18.00 |" in text
+               and "| 1.11x | `split_pow2_256` 19.00 | + | 17.00 | 1.06 |" in text
+               and "(21 of 21)" in text and "within 1.10x of it: 10 of 10" in text,
+               f"lesson04_plans: rows, right and FlashInfer counts (got {rc}: {msg!r})")
+        rc, msg, text = go_plans(plans_csv(20.5), peer_us=17.0)
+        expect(rc == 0 and "(10 of 21)" in text and "within 1.10x of it: 0 of 10" in text,
+               f"lesson04_plans: auto > 5 % behind the best is not right (got {rc}: {msg!r})")
+        rc, msg, text = go_plans(plans_csv(18.0))
+        expect(rc == 0 and "No FlashInfer measurement for this GPU." in text and "| - | - |" in text,
+               f"lesson04_plans: no peers CSV is a line, not an error (got {rc}: {msg!r})")
+        rc, msg, _ = go_plans(plans_csv(18.0, pick=""))
+        expect(rc == 1 and "has no auto_pick" in msg, f"lesson04_plans: auto_pick required (got {rc}: {msg!r})")
+
     expect(variant_list(["a_tgs4", "a_tgs8", "a_tgs16", "b"]) == "`a_tgs{4,8,16}`, `b`", "variant_list")
     for f in failures:
         print(f"self-test FAILED: {f}")
