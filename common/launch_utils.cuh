@@ -3,6 +3,10 @@
 
 #include <cuda_runtime.h>
 
+#include <utility>
+
+#include "cuda_check.cuh"
+
 namespace pa {
 
 // Above 48 KiB a kernel must opt in to more dynamic shared memory. This raises the
@@ -19,6 +23,26 @@ int max_dynamic_smem(const void* kernel);
 // device: 90 for sm_90a code, 80 for an sm_80 build that the driver JIT-compiled on a newer
 // GPU (whose code then has none of the sm_90 instructions). Asked once per (device, kernel).
 int ptx_version(const void* kernel);
+
+// Launches kernel<<<grid, block, 0, stream>>>(args...), as a programmatic dependent of the
+// kernel before it on the stream when `dependent` is set and the kernel's code was built for
+// sm_90 (ptx_version >= 90): the GPU may then start it before that kernel has finished, and
+// the kernel's `griddepcontrol.wait` holds it until the other's writes are visible. Code
+// built for older GPUs has no such wait, so it is launched plainly, as it is without `dependent`.
+template <class... Params, class... Args>
+void launch_maybe_dependent(void (*kernel)(Params...), dim3 grid, dim3 block, cudaStream_t stream, bool dependent,
+                            Args&&... args) {
+    cudaLaunchConfig_t cfg = {};
+    cfg.gridDim = grid;
+    cfg.blockDim = block;
+    cfg.stream = stream;
+    cudaLaunchAttribute attr = {};
+    attr.id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    attr.val.programmaticStreamSerializationAllowed = 1;
+    cfg.attrs = &attr;
+    cfg.numAttrs = dependent && ptx_version(reinterpret_cast<const void*>(kernel)) >= 90 ? 1 : 0;
+    CUDA_CHECK(cudaLaunchKernelEx(&cfg, kernel, std::forward<Args>(args)...));
+}
 
 // The current device's SM count, for launchers whose kernel or grid depends on it. Read
 // from the driver once per device (later calls are a lookup), like the opt-in above.

@@ -164,9 +164,7 @@ int main(int argc, char** argv) {
     spec.check_only_variants = lesson03::check_only_variants();
     spec.check_shapes = pa::decode_check_shapes();
     for (const auto& s : lesson03::split_check_shapes()) spec.check_shapes.push_back(s);
-    spec.bench_shapes = pa::table_a();
-    for (const auto& s : pa::table_b()) spec.bench_shapes.push_back(s);
-    for (const auto& s : pa::long_context_shapes()) spec.bench_shapes.push_back(s);
+    spec.bench_shapes = lesson03::bench_shapes();
     spec.reference = [](const pa::DecodeProblem& p) { return pa::reference::softmax_decode(p); };
     spec.annotate = [variants = spec.variants](const pa::DecodeShape& s, pa::ResultRow& row) {
         const pa::DeviceInfo& info = pa::current_device_info();

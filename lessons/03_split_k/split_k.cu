@@ -168,18 +168,8 @@ void launch_partitions(const pa::PagedDecodeArgs& a, int partition_size, const S
 void launch_reduce(const pa::PagedDecodeArgs& a, const SplitScratch& s, cudaStream_t stream) {
     const bool built = with_reduce_kernel(a.dtype, a.D, [&](auto kernel) {
         using T = typename pa::KernelScalar<decltype(kernel)>::type;
-        // only code built for sm_90 has the griddepcontrol.wait that makes the early start safe
-        const bool pdl = pa::ptx_version(reinterpret_cast<const void*>(kernel)) >= 90;
-        cudaLaunchConfig_t cfg = {};
-        cfg.gridDim = dim3(a.H, a.B);
-        cfg.blockDim = dim3(kReduceThreads);
-        cfg.stream = stream;
-        cudaLaunchAttribute attr = {};
-        attr.id = cudaLaunchAttributeProgrammaticStreamSerialization;
-        attr.val.programmaticStreamSerializationAllowed = 1;
-        cfg.attrs = &attr;
-        cfg.numAttrs = pdl ? 1 : 0;
-        CUDA_CHECK(cudaLaunchKernelEx(&cfg, kernel, static_cast<T*>(a.out), s, a.H));
+        pa::launch_maybe_dependent(kernel, dim3(a.H, a.B), dim3(kReduceThreads), stream, true, static_cast<T*>(a.out), s,
+                                   a.H);
     });
     if (!built) throw pa::CudaError(pa::strf("lesson03: no reduce kernel built for D %d", a.D));
 }
@@ -333,6 +323,13 @@ std::vector<pa::DecodeVariant> check_only_variants() {
     rows_even8.head_rows = true;
     return {variant(fixed(32)), variant(fixed(32, true)), variant(even8),
             variant(fixed(32, false, true)), variant(fixed(32, true, true)), variant(rows_even8)};
+}
+
+std::vector<pa::DecodeShape> bench_shapes() {
+    std::vector<pa::DecodeShape> out = pa::table_a();
+    for (const auto& s : pa::table_b()) out.push_back(s);
+    for (const auto& s : pa::long_context_shapes()) out.push_back(s);
+    return out;
 }
 
 std::vector<pa::DecodeShape> split_check_shapes() {

@@ -45,6 +45,9 @@ std::vector<pa::DecodeVariant> bench_variants();
 // Checked, not measured: partitions of 32 (many segments), fused and not; 8 even splits; the same three with head rows.
 std::vector<pa::DecodeVariant> check_only_variants();
 
+// The measured shapes: Table A, Table B, then the long ones (pa::long_context_shapes).
+std::vector<pa::DecodeShape> bench_shapes();
+
 // Shapes for the check: mixed lengths where short sequences leave sentinel partitions,
 // ctx 513 at partition 32 (17 segments), long contexts.
 std::vector<pa::DecodeShape> split_check_shapes();

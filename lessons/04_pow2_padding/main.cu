@@ -247,16 +247,13 @@ int run_plans(int argc, char** argv) {
     l3.name = "lesson03_auto";
     spec.baselines = {l3};
     spec.check_shapes = lesson04::check_shapes();
-    spec.bench_shapes = pa::table_a();
-    for (const auto& s : pa::table_b()) spec.bench_shapes.push_back(s);
-    for (const auto& s : pa::long_context_shapes()) spec.bench_shapes.push_back(s);
+    spec.bench_shapes = lesson03::bench_shapes();  // the shapes lesson 03 measures
     spec.reference = [](const pa::DecodeProblem& p) { return pa::reference::softmax_decode(p); };
-    spec.annotate = [variants = spec.variants](const pa::DecodeShape& s, pa::ResultRow& row) {
+    spec.annotate = [variants = spec.variants, l3](const pa::DecodeShape& s, pa::ResultRow& row) {
         const pa::DeviceInfo& info = pa::current_device_info();
         for (const auto& v : variants)
             if (v.name == row.variant) row.set_extra("splits", std::to_string(v.geometry(s, info).partitions));
-        if (row.variant == "lesson03_auto")
-            row.set_extra("splits", std::to_string(lesson03::auto_variant().geometry(s, info).partitions));
+        if (row.variant == l3.name) row.set_extra("splits", std::to_string(l3.geometry(s, info).partitions));
         if (row.variant == "auto") row.set_extra("auto_pick", lesson04::auto_pick(s, info));
     };
     spec.summarize = summarize_plans;

@@ -14,19 +14,9 @@ void launch_pow2_lanes(const pa::PagedDecodeArgs& a, const lesson03::SplitScratc
     if (!why.empty()) throw pa::CudaError("lesson04 pow2_lanes: " + why);
     const bool built = with_pow2_kernel<true>(a.dtype, a.D, next_pow2(s.max_partitions), [&](auto kernel, int threads) {
         using T = typename pa::KernelScalar<decltype(kernel)>::type;
-        cudaLaunchConfig_t cfg = {};
-        cfg.gridDim = dim3(a.H, a.B);
-        cfg.blockDim = dim3(threads);
-        cfg.stream = stream;
-        // as lesson 03's reduce: only code built for sm_90 has the griddepcontrol.wait that
-        // makes an early start safe
-        cudaLaunchAttribute attr = {};
-        attr.id = cudaLaunchAttributeProgrammaticStreamSerialization;
-        attr.val.programmaticStreamSerializationAllowed = 1;
-        cfg.attrs = &attr;
-        cfg.numAttrs = dependent && pa::ptx_version(reinterpret_cast<const void*>(kernel)) >= 90 ? 1 : 0;
-        CUDA_CHECK(cudaLaunchKernelEx(&cfg, kernel, static_cast<T*>(a.out), static_cast<const float*>(s.m),
-                                      static_cast<const float*>(s.l), static_cast<const float*>(s.acc), s.max_partitions));
+        pa::launch_maybe_dependent(kernel, dim3(a.H, a.B), dim3(threads), stream, dependent, static_cast<T*>(a.out),
+                                   static_cast<const float*>(s.m), static_cast<const float*>(s.l),
+                                   static_cast<const float*>(s.acc), s.max_partitions);
     });
     if (!built) throw pa::CudaError(pa::strf("lesson04 pow2_lanes: no reduce built for %s, head size %d, %d segments",
                                              pa::dtype_name(a.dtype), a.D, s.max_partitions));
