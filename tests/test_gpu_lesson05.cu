@@ -183,6 +183,30 @@ TEST_CASE("lesson05 a 20000-token context (157 tiles: the gate's carry crosses e
     }
 }
 
+TEST_CASE("lesson05 page ids beyond the shared-memory page array come from the block table: 20000 tokens in pages of "
+          "8 (one CTA per SM), 4500 in pages of 8 beside 199 short sequences (two per SM)",
+          "[gpu][lesson05]") {
+    const pa::DeviceInfo info = pa::testing::gpu_for_test();
+    std::vector<int> many(200);
+    for (size_t i = 0; i < many.size(); ++i) many[i] = 1 + static_cast<int>(i * 53 % 400);
+    many[7] = 4500;  // 563 pages: more than the 512 of the two-per-SM layout
+    const pa::DecodeShape shapes[] = {pa::make_shape("ctx20k-bs8", 4, 2, {20000, 333}, 128, 8, pa::DType::bf16),
+                                      pa::make_shape("B200-one-4500-bs8", 4, 2, many, 128, 8, pa::DType::fp16)};
+    const lesson05::Gate gate = lesson05::make_gate(1.5);
+    for (const pa::DecodeShape& s : shapes) {
+        const pa::DecodeProblem p = pa::make_decode_problem(s, kSeed);
+        const std::vector<double> ref = pa::reference::gated_decode(p, *gate);
+        pa::DeviceDecodeProblem dev(p);
+        for (const pa::DecodeVariant& v : every_step(gate)) {
+            INFO(s.name << " " << v.name);
+            REQUIRE(v.why_not(s, info).empty());
+            const pa::CheckResult r = pa::check_once(v, dev, p, ref);
+            INFO(r.message);
+            CHECK(r.pass);
+        }
+    }
+}
+
 TEST_CASE("lesson05 refuses what it cannot run, by name", "[gpu][lesson05]") {
     const pa::DeviceInfo info = pa::testing::gpu_for_test();
     const lesson05::Gate gate = lesson05::make_gate(1.5);

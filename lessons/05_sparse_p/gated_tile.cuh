@@ -21,13 +21,21 @@
 //    a gate, and the K tiles run 3 ahead in a 6-slot ring; with two, the other CTA hides it,
 //    and one tile ahead in a 3-slot ring is enough (the README says how this was chosen). Step 1
 //    uses the same order, so that the steps differ in the bytes they read and nothing else.
-//  * A producer announces a tile with cp.async.mbarrier.arrive.noinc: the barrier counts
-//    the thread's arrival once all of its copies so far have landed, so no producer ever
-//    waits for its own copies. Lesson 02 announced a tile only after issuing kStages - 2
-//    later ones (cp.async.wait_group); here a later one can be a V tile whose copy waits
-//    for the gate of the very K tile not yet announced, and the two would wait for each
-//    other. Rows nobody must read are filled by cp.async with a source size of 0 (16 zero
-//    bytes, nothing read), so every write to a slot is one the barrier tracks.
+//  * A producer announces a tile with an asynchronous arrive: the barrier counts the
+//    thread's arrival once its copies have landed, so no producer ever waits for its own
+//    copies. Lesson 02 announced a tile only after issuing kStages - 2 later ones
+//    (cp.async.wait_group); here a later one can be a V tile whose copy waits for the gate
+//    of the very K tile not yet announced, and the two would wait for each other.
+//  * The copies themselves (Producer::copy_k, copy_v) read no page id from global memory:
+//    the CTA's page ids are staged in shared memory once, at the start, when they fit
+//    (always, for the lesson's shapes). A global load in front of every tile's copies had
+//    held each tile back by one memory round trip, which a ring cannot hide when that
+//    load is what the copies wait for. Then, on sm_90 at two CTAs per SM, each row is one
+//    bulk copy (cp.async.bulk, the copy engine: producer thread r copies row r, 256 bytes,
+//    and counts its bytes on the slot's barrier with arrive.expect_tx); at one CTA per SM,
+//    and on sm_80-89, the 16 pieces of a row are 16 cp.async of 16 bytes by 16 threads,
+//    announced with cp.async.mbarrier.arrive.noinc. Rows that must read as zeros are
+//    written as zeros, without a read (README: "Staging the copies").
 // D is 128 and a CTA serves up to 8 query heads (one 8-wide mma column block): the lesson's
 // shapes are H8/Hkv4 and the tests cover groups 1 to 8; other shapes are refused by name.
 #pragma once
@@ -52,6 +60,7 @@ constexpr int kProducerThreads = 128;       // warps 8..11: the copies
 constexpr int kThreads = kConsumerThreads + kProducerThreads;
 constexpr int kConsumerWarps = kConsumerThreads / 32;
 constexpr int kConsumerBarrier = 1;         // named barrier id of the consumer warps
+constexpr int kProducerBarrier = 2;         // named barrier id of the producer warps
 constexpr int kGateThreads = kTile;         // consumer threads 0..127: one token of a tile each
 constexpr int kScoreStride = kTile + 4;     // scores[h][t]: heads 2c and 2c + 1 of one mma land on distinct banks
 constexpr int kPStride = kTile + 8;         // p16[h][j], 16-bit: the PV step's B loads are conflict-free
@@ -75,22 +84,29 @@ constexpr int kSmemLimitTwoPerSm = 228 * 1024 / 2 - 1024 - 256;
 //                                        kAhead + 1 tiles' weights are alive at once
 //   rows    [kBufs][kTile]               uint8: which rows to copy (step 2) or the list (steps 3-5)
 //   carry   [2][kHeads][2]               float: r_{T-2}, r_{T-1} of the tile before (two buffers)
-// CTAS_PER_SM 1: a 6-slot ring, K tiles 3 ahead; 2: a 3-slot ring, K tiles 1 ahead.
+//   pages   [kPageSlots]                 int: the CTA's page ids, from its first page on, when they fit
+// CTAS_PER_SM 1: a 6-slot ring, K tiles 3 ahead; 2: a 3-slot ring, K tiles 1 ahead. The
+// page array takes what the layout's shared memory has left: 512 ids at two CTAs per SM
+// (8192 tokens in pages of 16), 2048 at one.
 template <int CTAS_PER_SM>
 struct Layout {
     static constexpr int kStages = CTAS_PER_SM == 1 ? 6 : 3;
     static constexpr int kAhead = CTAS_PER_SM == 1 ? 3 : 1;  // K tiles issued before the V tile of the oldest gated tile
     static constexpr int kBufs = kAhead + 1;    // tiles whose weights are alive at once
+    static constexpr bool kBulkCopies = CTAS_PER_SM == 2;  // bulk rows where the GPU has them (sm_90), else cp.async
     static constexpr int kTileBytes = kTileElems * 2;
     static constexpr int kScoreBytes = kHeads * kScoreStride * 4;
     static constexpr int kPBytes = kBufs * kHeads * kPStride * 2;
     static constexpr int kRowsBytes = kBufs * kTile;
     static constexpr int kCarryBytes = 2 * kHeads * 2 * 4;
-    static constexpr int kFixedBytes = kScoreBytes + kPBytes + kRowsBytes + kCarryBytes;
     static constexpr int kSmemLimit = CTAS_PER_SM == 1 ? kSmemLimitOnePerSm : kSmemLimitTwoPerSm;
-    static constexpr int kSmemBytes = kStages * kTileBytes + kFixedBytes;
+    static constexpr int kBaseBytes = kStages * kTileBytes + kScoreBytes + kPBytes + kRowsBytes + kCarryBytes;
+    static constexpr int kPageSlotsLeft = (kSmemLimit - kBaseBytes) / 4 / 16 * 16;  // whole 64-byte lines of ids
+    static constexpr int kPageSlots = kPageSlotsLeft < 2048 ? kPageSlotsLeft : 2048;
+    static constexpr int kSmemBytes = kBaseBytes + kPageSlots * 4;
     static_assert(CTAS_PER_SM == 1 || CTAS_PER_SM == 2, "one or two CTAs per SM");
     static_assert(kSmemBytes <= kSmemLimit, "the ring and the per-tile buffers must fit the layout's shared memory");
+    static_assert(kPageSlots >= 256, "the page array holds at least 2048 tokens' pages of 8");
     static_assert(kPBytes % 16 == 0 && kScoreBytes % 16 == 0, "every array starts on 16 bytes");
 };
 
@@ -101,6 +117,7 @@ struct Smem {
     scalar_t* p16;
     uint8_t* rows;
     float* carry;
+    int* pages;
 };
 
 template <class scalar_t, int CTAS_PER_SM>
@@ -112,6 +129,7 @@ __device__ __forceinline__ Smem<scalar_t> carve_smem(unsigned char* base) {
     s.p16 = reinterpret_cast<scalar_t*>(base + L::kStages * L::kTileBytes + L::kScoreBytes);
     s.rows = base + L::kStages * L::kTileBytes + L::kScoreBytes + L::kPBytes;
     s.carry = reinterpret_cast<float*>(s.rows + L::kRowsBytes);
+    s.pages = reinterpret_cast<int*>(s.rows + L::kRowsBytes + L::kCarryBytes);
     return s;
 }
 
@@ -139,6 +157,45 @@ __device__ __forceinline__ void cp_async_arrive_noinc(uint64_t* bar) {
 
 __device__ __forceinline__ void cp_async_wait_all() { asm volatile("cp.async.wait_all;" ::: "memory"); }
 
+// sm_90: one arrival on `bar` that also tells it `bytes` more are to come from bulk copies;
+// the phase completes once every arrival is in and every announced byte has landed.
+__device__ __forceinline__ void arrive_expect_tx(uint64_t* bar, uint32_t bytes) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(pa::smem_address(bar)), "r"(bytes) : "memory");
+#else
+    __trap();  // never called: Producer::kBulk is false below sm_90
+#endif
+}
+
+// sm_90: `bytes` (a multiple of 16) from global to shared memory by the copy engine, counted
+// on `bar` as they land. The CTA is its own cluster of one, so its shared::cta addresses are
+// shared::cluster addresses.
+__device__ __forceinline__ void bulk_copy(void* smem_dst, const void* gmem_src, uint32_t bytes, uint64_t* bar) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];" ::"r"(
+                     pa::smem_address(smem_dst)),
+                 "l"(gmem_src), "r"(bytes), "r"(pa::smem_address(bar))
+                 : "memory");
+#else
+    __trap();
+#endif
+}
+
+// sm_90: orders this thread's ordinary shared-memory writes before later bulk copies into the
+// same bytes (the copy engine is another proxy: the barriers order the threads, this the proxies).
+__device__ __forceinline__ void fence_proxy_async_shared() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+#endif
+}
+
+// Whether this build's device code may use bulk copies (LESSON05_CP_ASYNC_ONLY: never, to compare).
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900 && !defined(LESSON05_CP_ASYNC_ONLY)
+constexpr bool kArchHasBulkCopies = true;
+#else
+constexpr bool kArchHasBulkCopies = false;
+#endif
+
 // ---------------------------------------------------------------------------------------
 // The stream of one CTA with n token tiles, in issue order (A = AHEAD):
 //   K0, K1, ..., K_A,   V0, K_{A+1},   V1, K_{A+2},   ...,   V_{n-A-2}, K_{n-1},   V_{n-A-1}, ..., V_{n-1}
@@ -159,94 +216,145 @@ __device__ __forceinline__ StreamItem stream_item(int s, int n) {
 }
 
 // ---------------------------------------------------------------------------------------
-// The producer side. Producer thread `tid` copies the 16-byte piece `tid % 16` of rows
-// row0, row0 + 8, ... of a tile (row0 = tid / 16). K tiles are copied whole, in token
-// order, with the page ids of a token tile read one K tile ahead. A V tile's rows are
-// chosen by the step: issue_v's `token_of(j)` says which token of the tile row j of the
-// staged tile holds (-1: a row of zeros); rows j >= num_rows are left as they are.
-template <class scalar_t>
+// The producer side. The 128 producer threads copy a K or V tile into a ring slot and
+// arrive on the slot's `full` barrier once each (copy_k, copy_v). K tiles are copied whole,
+// in token order. A V tile's rows are chosen by the step: copy_v's `token_of(j)` says which
+// token of the tile row j of the staged tile holds (-1: a row of zeros); rows j >= num_rows
+// are left as they are. Two ways to copy (kBulk):
+//   bulk rows (sm_90, when BULK): producer thread r copies row r of the tile, one 256-byte
+//             bulk copy, and arrives with arrive.expect_tx of its bytes; a row of zeros is
+//             16 stores of this thread and a plain arrive.
+//   cp.async: thread tid copies the 16-byte piece tid % 16 of rows tid / 16, + 8, ..., + 120
+//             (a row of zeros: copies of source size 0, nothing read), then arrives with
+//             cp.async.mbarrier.arrive.noinc.
+// The kernels ask for bulk rows at two CTAs per SM and for cp.async at one (README: "Staging
+// the copies" says how that was chosen). The page ids come from `pages`: shared memory once
+// stage_pages has run (when they fit), the block table otherwise.
+template <class scalar_t, bool BULK>
 struct Producer {
+    static constexpr bool kBulk = BULK && kArchHasBulkCopies;
     static constexpr int kPieces = kHeadSize / 8;                    // 16-byte pieces of a row
-    static constexpr int kRowsPerPass = kProducerThreads / kPieces;  // 8 rows per pass of the producers
+    static constexpr int kRowsPerPass = kProducerThreads / kPieces;  // cp.async: 8 rows per pass of the producers
     static constexpr int kRowsPerThread = kTile / kRowsPerPass;      // 16
+    static constexpr uint32_t kRowBytes = kHeadSize * sizeof(scalar_t);
     static_assert(kProducerThreads % kPieces == 0 && kTile % kRowsPerPass == 0, "every row has one copier per piece");
+    static_assert(kProducerThreads == kTile, "bulk rows: one producer thread per row of a tile");
 
     const scalar_t* k_cache;  // [num_blocks, Hkv, block_size, D]
     const scalar_t* v_cache;
-    const int* seq_pages;     // this sequence's block-table row
-    int max_pages;            // its length (max_blocks_per_seq)
+    const int* pages;         // the CTA's page ids from its first page on (shared memory once staged)
+    int num_pages;            // entries of `pages` this CTA may read
+    int first_page;           // t_begin / block_size
     int block_stride;         // elements between blocks: Hkv * block_size * D
-    int head_offset;          // kv_head * block_size * D + piece * 8: where this thread's piece sits in a block
+    int head_offset;          // kv_head * block_size * D: where this KV head's rows start in a block
     int block_shift, block_mask;
-    int row0, smem_offset;    // first row; its piece's place in a staged tile
+    int tid, row0, piece;     // this thread; cp.async: its first row and its piece of a row
     int t_begin, t_end;       // the tokens of this CTA: [t_begin, t_end)
-    int block_ids[kRowsPerThread];  // physical blocks of this thread's rows of the next K tile (-1 past the end)
 
-    __device__ Producer(int tid, const scalar_t* k, const scalar_t* v, const int* pages, int pages_per_seq, int Hkv,
-                        int kv_head, int block_size, int first_token, int end_token)
-        : k_cache(k), v_cache(v), seq_pages(pages), max_pages(pages_per_seq) {
-        const int piece = tid % kPieces;
+    __device__ Producer(int producer_tid, const scalar_t* k, const scalar_t* v, const int* seq_pages, int pages_per_seq,
+                        int Hkv, int kv_head, int block_size, int first_token, int end_token)
+        : k_cache(k), v_cache(v), tid(producer_tid) {
         row0 = tid / kPieces;
-        smem_offset = row0 * kRow + piece * 8;
+        piece = tid % kPieces;
         block_shift = __ffs(block_size) - 1;  // page sizes are powers of two that divide kTile
         block_mask = block_size - 1;
         block_stride = Hkv * block_size * kHeadSize;
-        head_offset = kv_head * block_size * kHeadSize + piece * 8;
+        head_offset = kv_head * block_size * kHeadSize;
         t_begin = first_token;  // a multiple of kTile, so every tile starts on a page
         t_end = end_token;
-        load_block_ids(0);
+        first_page = t_begin >> block_shift;
+        pages = seq_pages + first_page;
+        num_pages = pages_per_seq - first_page;
     }
 
-    // The page ids are read for every row whose page is in the table row, and only then
-    // masked with the context length: the first tile's reads need not wait for
-    // context_lens[seq] to arrive (an entry past the sequence's pages is in bounds, unused).
-    __device__ __forceinline__ void load_block_ids(int tile) {
+    // Every producer thread calls this once, before its first copy: the producers copy up to
+    // `capacity` page ids to smem_pages, and when the CTA's pages all fit, every copy reads
+    // its page id there from then on. Otherwise every tile's copies wait for their page ids
+    // from global memory (contexts beyond the layout's page array: 8192 tokens in pages of
+    // 16 at two CTAs per SM). The ids are read before the context length is known (entries
+    // of the table row past the sequence's pages are in bounds, and unused), so the two
+    // loads of a CTA's start overlap instead of following each other.
+    __device__ __forceinline__ void stage_pages(int* smem_pages, int capacity) {
+        const int staged = min(num_pages, capacity);
+        for (int i = tid; i < staged; i += kProducerThreads) smem_pages[i] = __ldg(pages + i);
+        pa::named_barrier_sync<kProducerBarrier, kProducerThreads>();
+        const int needed = ((t_end - 1) >> block_shift) + 1 - first_page;
+        if (needed > staged) return;
+        pages = smem_pages;
+        num_pages = needed;
+    }
+
+    // Where token t (< t_end) of this KV head sits: cache[block of t, kv_head, t % block_size, 0 .. D).
+    __device__ __forceinline__ const scalar_t* row_of(const scalar_t* cache, int t) const {
+        return cache + static_cast<long long>(pages[(t >> block_shift) - first_page]) * block_stride + head_offset +
+               (t & block_mask) * kHeadSize;
+    }
+
+    // Bulk rows: row `row` of a staged tile as zeros, then this thread's arrival.
+    __device__ __forceinline__ void zero_row_and_arrive(scalar_t* row, uint64_t* full) const {
 #pragma unroll
-        for (int k = 0; k < kRowsPerThread; ++k) {
-            const int t = t_begin + tile * kTile + row0 + k * kRowsPerPass;
-            const int page = t >> block_shift;
-            const int id = page < max_pages ? __ldg(seq_pages + page) : -1;
-            block_ids[k] = t < t_end ? id : -1;
-        }
+        for (int i = 0; i < kPieces; ++i) reinterpret_cast<uint4*>(row)[i] = make_uint4(0u, 0u, 0u, 0u);
+        fence_proxy_async_shared();
+        pa::mbarrier_arrive(full);
     }
 
-    // K tile `tile` into buf ([kTile][kRow]); rows past the end are zeroed (an mma multiplies
-    // whole 16-row blocks, and a NaN in an unused cache slot times 0 would still be NaN).
-    // Then reads the page ids of the next K tile.
-    __device__ __forceinline__ void issue_k(scalar_t* buf, int tile) {
-        buf += smem_offset;
-#pragma unroll
-        for (int k = 0; k < kRowsPerThread; ++k) {
-            const int row = row0 + k * kRowsPerPass;
-            const bool real = block_ids[k] >= 0;
-            // k_cache[block, kv_head, row % block_size, piece * 8 .. + 8]
-            const scalar_t* src = k_cache + (real ? static_cast<long long>(block_ids[k]) * block_stride + head_offset +
-                                                        (row & block_mask) * kHeadSize
-                                                  : 0);
-            cp_async16_or_zero(buf + k * kRowsPerPass * kRow, src, real);
-        }
-        load_block_ids(tile + 1);
-    }
-
-    // V rows of tile `tile` into buf: row j (< num_rows) holds token token_of(j) of the tile,
-    // or zeros where token_of(j) is -1. A row of zeros still names a source, which a copy of
-    // size 0 does not read: row j's own token (the last one past the end), so that the zero
-    // rows of all CTAs do not all name one and the same address.
-    template <class TokenOf>
-    __device__ __forceinline__ void issue_v(scalar_t* buf, int tile, int num_rows, TokenOf token_of) {
-        buf += smem_offset;
+    // K tile `tile` into buf ([kTile][kRow]), then this thread's arrival on `full`. Rows past
+    // the end are zeros (an mma multiplies whole 16-row blocks, and a NaN in an unused cache
+    // slot times 0 would still be NaN).
+    __device__ __forceinline__ void copy_k(scalar_t* buf, int tile, uint64_t* full) const {
         const int tile_start = t_begin + tile * kTile;
-        const int n = min(kTile, t_end - tile_start);
+        if constexpr (kBulk) {
+            const int r = tid;  // this thread's row
+            const int t = tile_start + r;
+            if (t < t_end) {
+                arrive_expect_tx(full, kRowBytes);
+                bulk_copy(buf + r * kRow, row_of(k_cache, t), kRowBytes, full);
+            } else {
+                zero_row_and_arrive(buf + r * kRow, full);
+            }
+        } else {
+            buf += row0 * kRow + piece * 8;
 #pragma unroll
-        for (int k = 0; k < kRowsPerThread; ++k) {
-            const int j = row0 + k * kRowsPerPass;
-            if (j >= num_rows) break;  // rows are visited in increasing order
-            const int tok = token_of(j);
-            const int t = tile_start + (tok >= 0 ? tok : min(j, n - 1));
-            // v_cache[block of t, kv_head, t % block_size, piece * 8 .. + 8]
-            const scalar_t* src = v_cache + static_cast<long long>(__ldg(seq_pages + (t >> block_shift))) * block_stride +
-                                  head_offset + (t & block_mask) * kHeadSize;
-            cp_async16_or_zero(buf + k * kRowsPerPass * kRow, src, tok >= 0);
+            for (int k = 0; k < kRowsPerThread; ++k) {
+                const int t = tile_start + row0 + k * kRowsPerPass;
+                const bool real = t < t_end;
+                cp_async16_or_zero(buf + k * kRowsPerPass * kRow, real ? row_of(k_cache, t) + piece * 8 : k_cache, real);
+            }
+            cp_async_arrive_noinc(full);
+        }
+    }
+
+    // V rows of tile `tile` into buf, then this thread's arrival on `full`: row j (<
+    // num_rows) holds token token_of(j) of the tile, or zeros where token_of(j) is -1. With
+    // cp.async a row of zeros still names a source, which a copy of size 0 does not read:
+    // row j's own token (the last one past the end), so that the zero rows of all CTAs do not
+    // all name one and the same address.
+    template <class TokenOf>
+    __device__ __forceinline__ void copy_v(scalar_t* buf, int tile, int num_rows, TokenOf token_of, uint64_t* full) const {
+        const int tile_start = t_begin + tile * kTile;
+        if constexpr (kBulk) {
+            const int j = tid;  // this thread's row
+            const int tok = j < num_rows ? token_of(j) : -1;
+            if (tok >= 0) {
+                arrive_expect_tx(full, kRowBytes);
+                bulk_copy(buf + j * kRow, row_of(v_cache, tile_start + tok), kRowBytes, full);
+            } else if (j < num_rows) {
+                zero_row_and_arrive(buf + j * kRow, full);
+            } else {
+                pa::mbarrier_arrive(full);
+            }
+        } else {
+            const int n = min(kTile, t_end - tile_start);
+            buf += row0 * kRow + piece * 8;
+#pragma unroll
+            for (int k = 0; k < kRowsPerThread; ++k) {
+                const int j = row0 + k * kRowsPerPass;
+                if (j >= num_rows) break;  // rows are visited in increasing order
+                const int tok = token_of(j);
+                const int t = tile_start + (tok >= 0 ? tok : min(j, n - 1));
+                cp_async16_or_zero(buf + k * kRowsPerPass * kRow, row_of(v_cache, t) + piece * 8, tok >= 0);
+            }
+            cp_async_arrive_noinc(full);
         }
     }
 };

@@ -58,20 +58,20 @@ dense_gated_kernel(scalar_t* __restrict__ out,             // [B, H, D]
     if (threadIdx.x >= kConsumerThreads) {
         // Producers: stream position s uses slot s % kStages once the consumers have
         // released its previous tile (use s / kStages - 1 of `empty`).
-        Producer<scalar_t> producer(threadIdx.x - kConsumerThreads, k_cache, v_cache, seq_pages, max_blocks_per_seq, Hkv,
-                                    kv_head, block_size, 0, ctx);
+        Producer<scalar_t, L::kBulkCopies> producer(threadIdx.x - kConsumerThreads, k_cache, v_cache, seq_pages,
+                                                    max_blocks_per_seq, Hkv, kv_head, block_size, 0, ctx);
+        producer.stage_pages(sm.pages, L::kPageSlots);
         for (int s = 0; s < 2 * num_tiles; ++s) {
             const int slot = s % kStages;
             if (s >= kStages) pa::mbarrier_wait(&empty[slot], (s / kStages + 1) & 1);
             scalar_t* buf = sm.tiles + slot * kTileElems;
             const StreamItem item = stream_item<L::kAhead>(s, num_tiles);
             if (!item.is_v) {
-                producer.issue_k(buf, item.tile);
+                producer.copy_k(buf, item.tile, &full[slot]);
             } else {
                 const int n = min(kTile, ctx - item.tile * kTile);
-                producer.issue_v(buf, item.tile, kTile, [&](int j) { return j < n ? j : -1; });  // every row
+                producer.copy_v(buf, item.tile, kTile, [&](int j) { return j < n ? j : -1; }, &full[slot]);  // every row
             }
-            cp_async_arrive_noinc(&full[slot]);
         }
         cp_async_wait_all();
         return;

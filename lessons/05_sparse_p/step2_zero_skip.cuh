@@ -8,9 +8,9 @@
 // with GQA a V row serves every head of the group, and is needed if any of them uses it),
 // the consumers announce the marks on an mbarrier, listed[i % kBufs], and the producers,
 // before copying V_i, wait for it and copy only the marked rows. An unmarked row is filled
-// with zeros (a cp.async of source size 0), so the PV step is unchanged: it still runs over
-// all 128 rows, multiplying the zeros by zero weights. The branch is uniform for the 16 lanes
-// that copy one row.
+// with zeros (cp.async: copies of source size 0; bulk rows: its thread's stores, no copy),
+// so the PV step is unchanged: it still runs over all 128 rows, multiplying the zeros by
+// zero weights. With cp.async the branch is uniform for the 16 lanes that copy one row.
 //
 // The consumers can mark tile i before V_i is issued because K tiles run kAhead ahead of V
 // tiles in the stream: the consumers gate tile i as soon as K_i lands, and the producers
@@ -61,22 +61,22 @@ zero_skip_gated_kernel(scalar_t* __restrict__ out,             // [B, H, D]
     if (threadIdx.x >= kConsumerThreads) {
         // Producers: stream position s uses slot s % kStages once the consumers have
         // released its previous tile (use s / kStages - 1 of `empty`).
-        Producer<scalar_t> producer(threadIdx.x - kConsumerThreads, k_cache, v_cache, seq_pages, max_blocks_per_seq, Hkv,
-                                    kv_head, block_size, 0, ctx);
+        Producer<scalar_t, L::kBulkCopies> producer(threadIdx.x - kConsumerThreads, k_cache, v_cache, seq_pages,
+                                                    max_blocks_per_seq, Hkv, kv_head, block_size, 0, ctx);
+        producer.stage_pages(sm.pages, L::kPageSlots);
         for (int s = 0; s < 2 * num_tiles; ++s) {
             const int slot = s % kStages;
             if (s >= kStages) pa::mbarrier_wait(&empty[slot], (s / kStages + 1) & 1);
             scalar_t* buf = sm.tiles + slot * kTileElems;
             const StreamItem item = stream_item<L::kAhead>(s, num_tiles);
             if (!item.is_v) {
-                producer.issue_k(buf, item.tile);
+                producer.copy_k(buf, item.tile, &full[slot]);
             } else {
                 const int n = min(kTile, ctx - item.tile * kTile);
                 pa::mbarrier_wait(&listed[item.tile % kBufs], (item.tile / kBufs) & 1);
                 const uint8_t* marks = sm.rows + (item.tile % kBufs) * kTile;  // 1: some head uses the row
-                producer.issue_v(buf, item.tile, kTile, [&](int j) { return j < n && marks[j] ? j : -1; });
+                producer.copy_v(buf, item.tile, kTile, [&](int j) { return j < n && marks[j] ? j : -1; }, &full[slot]);
             }
-            cp_async_arrive_noinc(&full[slot]);
         }
         cp_async_wait_all();
         return;

@@ -66,22 +66,23 @@ compact_atomic_gated_kernel(scalar_t* __restrict__ out,             // [B, H, D]
     if (threadIdx.x >= kConsumerThreads) {
         // Producers: stream position s uses slot s % kStages once the consumers have
         // released its previous tile (use s / kStages - 1 of `empty`).
-        Producer<scalar_t> producer(threadIdx.x - kConsumerThreads, k_cache, v_cache, seq_pages, max_blocks_per_seq, Hkv,
-                                    kv_head, block_size, 0, ctx);
+        Producer<scalar_t, L::kBulkCopies> producer(threadIdx.x - kConsumerThreads, k_cache, v_cache, seq_pages,
+                                                    max_blocks_per_seq, Hkv, kv_head, block_size, 0, ctx);
+        producer.stage_pages(sm.pages, L::kPageSlots);
         for (int s = 0; s < 2 * num_tiles; ++s) {
             const int slot = s % kStages;
             if (s >= kStages) pa::mbarrier_wait(&empty[slot], (s / kStages + 1) & 1);
             scalar_t* buf = sm.tiles + slot * kTileElems;
             const StreamItem item = stream_item<L::kAhead>(s, num_tiles);
             if (!item.is_v) {
-                producer.issue_k(buf, item.tile);
+                producer.copy_k(buf, item.tile, &full[slot]);
             } else {
                 pa::mbarrier_wait(&listed[item.tile % kBufs], (item.tile / kBufs) & 1);
                 const uint8_t* list = sm.rows + (item.tile % kBufs) * kTile;  // tokens of the tile some head uses
                 const int nnz = nnz_of[item.tile % kBufs];
-                producer.issue_v(buf, item.tile, (nnz + 15) / 16 * 16, [&](int j) { return j < nnz ? list[j] : -1; });
+                producer.copy_v(buf, item.tile, (nnz + 15) / 16 * 16, [&](int j) { return j < nnz ? list[j] : -1; },
+                                &full[slot]);
             }
-            cp_async_arrive_noinc(&full[slot]);
         }
         cp_async_wait_all();
         return;
