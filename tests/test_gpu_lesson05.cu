@@ -207,6 +207,32 @@ TEST_CASE("lesson05 page ids beyond the shared-memory page array come from the b
     }
 }
 
+TEST_CASE("lesson05 two sequences per CTA: 2 x SMs + 1 short sequences (one CTA left with one), lengths at and "
+          "around tiles, every single-pass step",
+          "[gpu][lesson05]") {
+    const pa::DeviceInfo info = pa::testing::gpu_for_test();
+    const int B = 2 * info.sms + 1;
+    const int lengths[] = {128, 1, 256, 129, 127, 384, 77, 300};
+    std::vector<int> ctx(B);
+    for (int i = 0; i < B; ++i) ctx[i] = lengths[i % 8];
+    for (const pa::DType t : {pa::DType::bf16, pa::DType::fp16}) {
+        const pa::DecodeShape s = pa::make_shape("two-per-cta", 4, 2, ctx, 128, 16, t);
+        REQUIRE(lesson05::seqs_per_cta_for(s, info.sms) == 2);
+        const pa::DecodeProblem p = pa::make_decode_problem(s, kSeed);
+        for (const double sigma : {0.0, 2.9}) {
+            const lesson05::Gate gate = lesson05::make_gate(sigma, 2.5);
+            const std::vector<double> ref = pa::reference::gated_decode(p, *gate);
+            pa::DeviceDecodeProblem dev(p);
+            for (const pa::DecodeVariant& v : lesson05::variants(gate)) {
+                INFO(pa::dtype_name(t) << " sigma " << sigma << " " << v.name);
+                const pa::CheckResult r = pa::check_once(v, dev, p, ref);
+                INFO(r.message);
+                CHECK(r.pass);
+            }
+        }
+    }
+}
+
 TEST_CASE("lesson05 refuses what it cannot run, by name", "[gpu][lesson05]") {
     const pa::DeviceInfo info = pa::testing::gpu_for_test();
     const lesson05::Gate gate = lesson05::make_gate(1.5);
@@ -257,4 +283,12 @@ TEST_CASE("lesson05 host side: zero counts against a brute-force count, the byte
     CHECK(lesson05::split_partition_size(64, 4, 1024, 132) == 1024);  // 1: the grid fills the GPU already
     CHECK(lesson05::split_partition_size(128, 4, 512, 132) == 512);
     CHECK(lesson05::split_partition_size(1, 1, 1, 132) == 128);
+    // sequences per CTA of the single pass: two when the grid passes a wave of 2 x 132 CTAs
+    CHECK(lesson05::seqs_per_cta(128, 4, 512, 16, 132, 512) == 2);   // 512 CTAs -> 256
+    CHECK(lesson05::seqs_per_cta(128, 4, 2048, 16, 132, 512) == 2);  // 128 pages: fit 256
+    CHECK(lesson05::seqs_per_cta(64, 4, 1024, 16, 132, 512) == 1);   // 256 CTAs: one wave already
+    CHECK(lesson05::seqs_per_cta(70, 4, 512, 16, 132, 512) == 1);    // 280 -> 140: too few for a wave
+    CHECK(lesson05::seqs_per_cta(128, 4, 8192, 16, 132, 512) == 1);  // 512 pages: more than half the array
+    CHECK(lesson05::seqs_per_cta(1, 600, 512, 16, 132, 512) == 1);   // one sequence
+    CHECK(lesson05::seqs_per_cta(265, 2, 384, 16, 132, 512) == 2);   // the check's batch: 530 -> 266
 }

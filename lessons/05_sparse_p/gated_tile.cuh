@@ -36,6 +36,9 @@
 //    and on sm_80-89, the 16 pieces of a row are 16 cp.async of 16 bytes by 16 threads,
 //    announced with cp.async.mbarrier.arrive.noinc. Rows that must read as zeros are
 //    written as zeros, without a read (README: "Staging the copies").
+//  * A CTA may serve one KV head of two consecutive sequences as one run of tiles
+//    (CtaSeqs, RunProducer; README: "Two sequences per CTA"), so that a grid of more than
+//    one wave pays half the CTA starts.
 // D is 128 and a CTA serves up to 8 query heads (one 8-wide mma column block): the lesson's
 // shapes are H8/Hkv4 and the tests cover groups 1 to 8; other shapes are refused by name.
 #pragma once
@@ -83,7 +86,8 @@ constexpr int kSmemLimitTwoPerSm = 228 * 1024 / 2 - 1024 - 256;
 //                                        a tile's gate runs kAhead tiles before its PV, so
 //                                        kAhead + 1 tiles' weights are alive at once
 //   rows    [kBufs][kTile]               uint8: which rows to copy (step 2) or the list (steps 3-5)
-//   carry   [2][kHeads][2]               float: r_{T-2}, r_{T-1} of the tile before (two buffers)
+//   carry   [3][kHeads][2]               float: r_{T-2}, r_{T-1} of the tile before (two buffers),
+//                                        and zeros (what a sequence's first tile reads)
 //   pages   [kPageSlots]                 int: the CTA's page ids, from its first page on, when they fit
 // CTAS_PER_SM 1: a 6-slot ring, K tiles 3 ahead; 2: a 3-slot ring, K tiles 1 ahead. The
 // page array takes what the layout's shared memory has left: 512 ids at two CTAs per SM
@@ -98,7 +102,7 @@ struct Layout {
     static constexpr int kScoreBytes = kHeads * kScoreStride * 4;
     static constexpr int kPBytes = kBufs * kHeads * kPStride * 2;
     static constexpr int kRowsBytes = kBufs * kTile;
-    static constexpr int kCarryBytes = 2 * kHeads * 2 * 4;
+    static constexpr int kCarryBytes = 3 * kHeads * 2 * 4;
     static constexpr int kSmemLimit = CTAS_PER_SM == 1 ? kSmemLimitOnePerSm : kSmemLimitTwoPerSm;
     static constexpr int kBaseBytes = kStages * kTileBytes + kScoreBytes + kPBytes + kRowsBytes + kCarryBytes;
     static constexpr int kPageSlotsLeft = (kSmemLimit - kBaseBytes) / 4 / 16 * 16;  // whole 64-byte lines of ids
@@ -216,6 +220,42 @@ __device__ __forceinline__ StreamItem stream_item(int s, int n) {
 }
 
 // ---------------------------------------------------------------------------------------
+// The sequences of one CTA. A CTA serves one KV head of SEQS consecutive
+// sequences (1 or 2; grid.y = ceil(B / SEQS)) and streams their tiles as one run:
+// tile g of the run is tile g - first_tile(k) of its k-th sequence, k = which(g). With two,
+// the producers issue the second sequence's first K tiles while the consumers finish the
+// first one's V tiles, so the second sequence pays no start of its own (README: "Two
+// sequences per CTA"). Plain fields, not arrays: a runtime index into an array would put
+// it in local memory. SEQS is the most a kernel build streams: a SEQS = 1 build compiles to
+// the one-sequence kernel it was before (no second producer, no test per tile).
+constexpr int kMaxSeqsPerCta = 2;
+
+template <int SEQS>
+struct CtaSeqs {
+    static_assert(SEQS == 1 || SEQS == 2, "one or two sequences per CTA");
+    int count;             // sequences of this CTA: 1 or 2
+    int seq0, seq1;        // their indices (seq1 = seq0 when count is 1)
+    int ctx0, ctx1;        // their lengths
+    int tiles0, total;     // tiles of the first; of both
+
+    __device__ CtaSeqs(const int* context_lens, int B) {
+        seq0 = blockIdx.y * SEQS;
+        count = SEQS == 1 ? 1 : min(SEQS, B - seq0);
+        seq1 = count > 1 ? seq0 + 1 : seq0;
+        ctx0 = context_lens[seq0];
+        ctx1 = context_lens[seq1];
+        tiles0 = (ctx0 + kTile - 1) / kTile;
+        total = count > 1 ? tiles0 + (ctx1 + kTile - 1) / kTile : tiles0;
+    }
+    __device__ __forceinline__ int which(int g) const { return SEQS > 1 && g >= tiles0 ? 1 : 0; }
+    __device__ __forceinline__ int seq_of(int g) const { return which(g) ? seq1 : seq0; }
+    __device__ __forceinline__ int local_tile(int g) const { return which(g) ? g - tiles0 : g; }
+    __device__ __forceinline__ int tokens_in(int g) const { return min(kTile, (which(g) ? ctx1 : ctx0) - local_tile(g) * kTile); }
+    __device__ __forceinline__ bool starts_sequence(int g) const { return g == 0 || (SEQS > 1 && g == tiles0); }
+    __device__ __forceinline__ bool ends_sequence(int g) const { return g == total - 1 || (SEQS > 1 && g == tiles0 - 1); }
+};
+
+// ---------------------------------------------------------------------------------------
 // The producer side. The 128 producer threads copy a K or V tile into a ring slot and
 // arrive on the slot's `full` barrier once each (copy_k, copy_v). K tiles are copied whole,
 // in token order. A V tile's rows are chosen by the step: copy_v's `token_of(j)` says which
@@ -278,6 +318,27 @@ struct Producer {
         const int staged = min(num_pages, capacity);
         for (int i = tid; i < staged; i += kProducerThreads) smem_pages[i] = __ldg(pages + i);
         pa::named_barrier_sync<kProducerBarrier, kProducerThreads>();
+        adopt_pages(smem_pages, staged);
+    }
+
+    // The same for the two sequences of a CTA that streams two (CtaSeqs), half the array
+    // each; their loads are in flight together.
+    __device__ __forceinline__ static void stage_pages(Producer& a, Producer& b, int* smem_pages, int capacity) {
+        const int half = capacity / 2;
+        const int na = min(a.num_pages, half), nb = min(b.num_pages, half);
+        for (int i = a.tid; i < max(na, nb); i += kProducerThreads) {
+            const int x = i < na ? __ldg(a.pages + i) : 0;
+            const int y = i < nb ? __ldg(b.pages + i) : 0;
+            if (i < na) smem_pages[i] = x;
+            if (i < nb) smem_pages[half + i] = y;
+        }
+        pa::named_barrier_sync<kProducerBarrier, kProducerThreads>();
+        a.adopt_pages(smem_pages, na);
+        b.adopt_pages(smem_pages + half, nb);
+    }
+
+    // Reads the page ids from `staged` ones at smem_pages from now on, if they are all there.
+    __device__ __forceinline__ void adopt_pages(int* smem_pages, int staged) {
         const int needed = ((t_end - 1) >> block_shift) + 1 - first_page;
         if (needed > staged) return;
         pages = smem_pages;
@@ -359,6 +420,44 @@ struct Producer {
     }
 };
 
+// The producers of a CTA's run of tiles (CtaSeqs): one Producer per sequence, their page
+// ids staged together; copy_k and copy_v take a tile of the run.
+template <class scalar_t, bool BULK, int SEQS>
+struct RunProducer {
+    using P = Producer<scalar_t, BULK>;
+    const CtaSeqs<SEQS> w;
+    P p0, p1;
+
+    __device__ RunProducer(int tid, const scalar_t* k, const scalar_t* v, const int* block_table, int max_blocks_per_seq,
+                           int Hkv, int kv_head, int block_size, const CtaSeqs<SEQS>& seqs, int* smem_pages,
+                           int page_slots)
+        : w(seqs),
+          p0(tid, k, v, block_table + static_cast<size_t>(seqs.seq0) * max_blocks_per_seq, max_blocks_per_seq, Hkv,
+             kv_head, block_size, 0, seqs.ctx0),
+          p1(tid, k, v, block_table + static_cast<size_t>(seqs.seq1) * max_blocks_per_seq, max_blocks_per_seq, Hkv,
+             kv_head, block_size, 0, seqs.ctx1) {
+        if (SEQS > 1 && w.count > 1)
+            P::stage_pages(p0, p1, smem_pages, page_slots);
+        else
+            p0.stage_pages(smem_pages, page_slots);
+    }
+
+    // Two calls, not a reference to one of the two: the objects stay in registers.
+    __device__ __forceinline__ void copy_k(scalar_t* buf, int g, uint64_t* full) const {
+        if (w.which(g))
+            p1.copy_k(buf, w.local_tile(g), full);
+        else
+            p0.copy_k(buf, w.local_tile(g), full);
+    }
+    template <class TokenOf>
+    __device__ __forceinline__ void copy_v(scalar_t* buf, int g, int num_rows, TokenOf token_of, uint64_t* full) const {
+        if (w.which(g))
+            p1.copy_v(buf, w.local_tile(g), num_rows, token_of, full);
+        else
+            p0.copy_v(buf, w.local_tile(g), num_rows, token_of, full);
+    }
+};
+
 // ---------------------------------------------------------------------------------------
 // The consumer side.
 
@@ -374,6 +473,17 @@ __device__ __forceinline__ void load_q_fragments(uint32_t (&qf)[kHeadSize / 16][
     for (int ks = 0; ks < kHeadSize / 16; ++ks) {
         qf[ks][0] = g < num_heads ? *reinterpret_cast<const uint32_t*>(row + ks * 16) : 0u;
         qf[ks][1] = g < num_heads ? *reinterpret_cast<const uint32_t*>(row + ks * 16 + 8) : 0u;
+    }
+}
+
+// Asks L2 for q of the CTA's heads of sequence `seq` (a CTA's second sequence: its q is read
+// at that sequence's first tile, long after the start). Warp 0 only; 2 x 128 bytes a head.
+__device__ __forceinline__ void prefetch_q(const void* q, int elem_bytes, int seq, int H, int first_head, int num_heads,
+                                           int lane) {
+    const int g = lane / 4, c = lane % 4;
+    if (g < num_heads && c < 2) {
+        const char* row = static_cast<const char*>(q) + (static_cast<size_t>(seq) * H + first_head + g) * kHeadSize * elem_bytes;
+        asm volatile("prefetch.global.L2 [%0];" ::"l"(row + c * 128));
     }
 }
 

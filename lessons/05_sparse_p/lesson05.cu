@@ -23,22 +23,29 @@ namespace {
 
 enum class Step { dense, zero_skip, compact_atomic, compact_ordered };
 
-// Every single-pass instantiation: step x dtype x CTAs per SM (D 128, 8 heads per CTA).
-// Calls f(kernel, smem bytes) and returns true, or false when the combination was not built.
+// Every single-pass instantiation: step x dtype x CTAs per SM x sequences per CTA (D 128,
+// 8 heads per CTA; two sequences per CTA only at two CTAs per SM). Calls f(kernel, smem
+// bytes) and returns true, or false when the combination was not built.
 template <class F>
-bool with_kernel(Step step, pa::DType t, int ctas_per_sm, F&& f) {
+bool with_kernel(Step step, pa::DType t, int ctas_per_sm, int seqs, F&& f) {
     return pa::dispatch_dtype(t, [&](auto tag) {
         using T = typename decltype(tag)::type;
         return pa::dispatch_int<1, 2>(ctas_per_sm, [&](auto c) {
-            constexpr int C = c.value;
-            const int smem = Layout<C>::kSmemBytes;
-            switch (step) {
-                case Step::dense: f(dense_gated_kernel<T, C>, smem); return true;
-                case Step::zero_skip: f(zero_skip_gated_kernel<T, C>, smem); return true;
-                case Step::compact_atomic: f(compact_atomic_gated_kernel<T, C>, smem); return true;
-                case Step::compact_ordered: f(compact_ordered_gated_kernel<T, C>, smem); return true;
-            }
-            return false;
+            return pa::dispatch_int<1, 2>(seqs, [&](auto q) {
+                constexpr int C = c.value, S = q.value;
+                if constexpr (C == 1 && S == 2) {
+                    return false;
+                } else {
+                    const int smem = Layout<C>::kSmemBytes;
+                    switch (step) {
+                        case Step::dense: f(dense_gated_kernel<T, C, S>, smem); return true;
+                        case Step::zero_skip: f(zero_skip_gated_kernel<T, C, S>, smem); return true;
+                        case Step::compact_atomic: f(compact_atomic_gated_kernel<T, C, S>, smem); return true;
+                        case Step::compact_ordered: f(compact_ordered_gated_kernel<T, C, S>, smem); return true;
+                    }
+                    return false;
+                }
+            });
         });
     });
 }
@@ -80,16 +87,17 @@ int partition_size_for(int fixed, int B, int Hkv, int max_ctx, int sms) {
 }
 
 void launch_step(Step step, const pa::PagedDecodeArgs& a, const pa::reference::GateParams& g, cudaStream_t stream) {
-    const dim3 grid(a.Hkv, a.B);
-    const int per_sm = ctas_per_sm_for(static_cast<long long>(a.B) * a.Hkv, pa::current_sm_count(),
-                                       pa::current_max_smem_optin());
-    const bool built = with_kernel(step, a.dtype, per_sm, [&](auto kernel, int smem) {
+    const int sms = pa::current_sm_count();
+    const int seqs = seqs_per_cta(a.B, a.Hkv, a.max_ctx, a.block_size, sms, Layout<2>::kPageSlots);
+    const dim3 grid(a.Hkv, (a.B + seqs - 1) / seqs);
+    const int per_sm = ctas_per_sm_for(static_cast<long long>(grid.x) * grid.y, sms, pa::current_max_smem_optin());
+    const bool built = with_kernel(step, a.dtype, per_sm, seqs, [&](auto kernel, int smem) {
         using T = typename pa::KernelScalar<decltype(kernel)>::type;
         pa::opt_in_max_dynamic_smem(reinterpret_cast<const void*>(kernel));
         kernel<<<grid, kThreads, smem, stream>>>(static_cast<T*>(a.out), static_cast<const T*>(a.q),
                                                  static_cast<const T*>(a.k_cache), static_cast<const T*>(a.v_cache),
                                                  a.block_table, a.context_lens, a.H, a.Hkv, a.H / a.Hkv, a.block_size,
-                                                 a.max_blocks_per_seq, a.scale, gate_args(g));
+                                                 a.max_blocks_per_seq, a.scale, gate_args(g), a.B);
         CUDA_CHECK_LAUNCH();
     });
     if (!built) throw pa::CudaError(pa::strf("lesson05: no kernel built for %s", pa::dtype_name(a.dtype)));
@@ -146,9 +154,10 @@ pa::DecodeVariant step_variant(Step step, const Gate& gate) {
     v.why_not = [](const pa::DecodeShape& s, const pa::DeviceInfo& info) { return why_not(s, info); };
     v.launch = [step, gate](const pa::PagedDecodeArgs& a, cudaStream_t st) { launch_step(step, a, *gate, st); };
     v.geometry = [step](const pa::DecodeShape& s, const pa::DeviceInfo& info) {
-        const long long ctas = static_cast<long long>(s.B) * s.Hkv;
+        const int seqs = seqs_per_cta_for(s, info.sms);
+        const long long ctas = static_cast<long long>((s.B + seqs - 1) / seqs) * s.Hkv;
         const int per_sm = ctas_per_sm_for(ctas, info.sms, info.smem_per_block_optin);
-        return geometry_of([&](auto f) { with_kernel(step, s.dtype, per_sm, f); }, ctas, 1);
+        return geometry_of([&](auto f) { with_kernel(step, s.dtype, per_sm, seqs, f); }, ctas, 1);
     };
     return v;
 }
@@ -161,6 +170,10 @@ Gate make_gate(double sigma, double gamma) {
     g.gamma = gamma;
     pa::reference::validate_gate(g);
     return std::make_shared<pa::reference::GateParams>(g);
+}
+
+int seqs_per_cta_for(const pa::DecodeShape& s, int sms) {
+    return seqs_per_cta(s.B, s.Hkv, s.max_ctx(), s.block_size, sms, Layout<2>::kPageSlots);
 }
 
 std::string why_not(const pa::DecodeShape& s, const pa::DeviceInfo& info) {

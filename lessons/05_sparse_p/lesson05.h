@@ -25,6 +25,10 @@ pa::DecodeVariant variant(const std::string& name, const Gate& gate);
 // tests: named split_k_compact_<P>.
 pa::DecodeVariant split_k_variant(int partition_size, const Gate& gate);
 
+// Sequences per CTA of the single-pass steps on a GPU with `sms` SMs (1 or 2; sparsity.h:
+// seqs_per_cta, with this build's page array).
+int seqs_per_cta_for(const pa::DecodeShape& s, int sms);
+
 // Why no step can run a shape here ("" when they can): D other than 128, a group above 8,
 // or too little shared memory per CTA.
 std::string why_not(const pa::DecodeShape& s, const pa::DeviceInfo& info);

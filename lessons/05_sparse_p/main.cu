@@ -77,8 +77,18 @@ std::vector<pa::LessonPass> passes(const pa::Flags& f) {
     return out;
 }
 
+// n short lengths around pages and tiles (1, 127, 128, 129, 256, ...), for a batch large
+// enough that a CTA streams two sequences (sparsity.h: seqs_per_cta).
+std::vector<int> many_short(int n) {
+    const int lengths[] = {1, 127, 128, 129, 256, 300, 77, 384};
+    std::vector<int> ctx(n);
+    for (int i = 0; i < n; ++i) ctx[i] = lengths[i % 8];
+    return ctx;
+}
+
 // Small and awkward on purpose: one token, lengths around pages and tiles, mixed lengths,
-// groups 1, 2, 4 and 8, pages of 8, 16 and 32, both dtypes; small enough for the sanitizer.
+// groups 1, 2, 4 and 8, pages of 8, 16 and 32, both dtypes, a batch whose CTAs stream two
+// sequences each; small enough for the sanitizer.
 std::vector<pa::DecodeShape> check_shapes() {
     const pa::DType f = pa::DType::fp16, b = pa::DType::bf16;
     auto shape = [](int H, int Hkv, std::vector<int> ctx, int bs, pa::DType t) {
@@ -93,6 +103,7 @@ std::vector<pa::DecodeShape> check_shapes() {
         shape(4, 4, {513, 1000}, 32, b),                 // group 1, pages of 32
         shape(16, 4, {16, 7, 300, 255, 2049}, 16, b),    // group 4, a tile + 1 past 2048
         shape(8, 4, {2048, 1531}, 16, f),                // h8kv4 heads, long and odd
+        shape(4, 2, many_short(265), 16, b),             // 530 CTAs' worth: two sequences per CTA (132 SMs), one left over
     };
 }
 

@@ -69,4 +69,13 @@ int split_partition_size(int B, int Hkv, int max_ctx, int sms) {
     return tiles_per_part * kTileTokens;
 }
 
+int seqs_per_cta(int B, int Hkv, int max_ctx, int block_size, int sms, int page_slots) {
+    const long long ctas = static_cast<long long>(B) * Hkv;
+    const long long halved = static_cast<long long>((B + 1) / 2) * Hkv;
+    const long long wave = 2LL * sms;  // two CTAs per SM
+    const int pages = (max_ctx + block_size - 1) / block_size;
+    const bool fits = pages <= page_slots / 2;
+    return B >= 2 && ctas > wave && 10 * halved >= 9 * wave && fits ? 2 : 1;
+}
+
 }  // namespace lesson05

@@ -42,4 +42,10 @@ double limit_speedup(long long dense_bytes, long long needed_bytes);
 // one partition.
 int split_partition_size(int B, int Hkv, int max_ctx, int sms);
 
+// Sequences per CTA of the single-pass steps (CtaSeqs in gated_tile.cuh): 2 when one CTA
+// per (sequence, KV head) would be more than one wave of two CTAs per SM (B * Hkv > 2 *
+// SMs), the halved grid still fills 90 % of such a wave, and each sequence's page ids fit
+// half of the two-per-SM page array (`page_slots` ids; pages of `block_size` tokens); else 1.
+int seqs_per_cta(int B, int Hkv, int max_ctx, int block_size, int sms, int page_slots);
+
 }  // namespace lesson05

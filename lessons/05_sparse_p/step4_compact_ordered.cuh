@@ -24,7 +24,7 @@
 
 namespace lesson05 {
 
-template <class scalar_t, int CTAS_PER_SM>
+template <class scalar_t, int CTAS_PER_SM, int SEQS>  // SEQS: sequences per CTA (CtaSeqs)
 __global__ void __launch_bounds__(kThreads, CTAS_PER_SM)
 compact_ordered_gated_kernel(scalar_t* __restrict__ out,             // [B, H, D]
                              const scalar_t* __restrict__ q,         // [B, H, D]
@@ -32,17 +32,15 @@ compact_ordered_gated_kernel(scalar_t* __restrict__ out,             // [B, H, D
                              const scalar_t* __restrict__ v_cache,   // [num_blocks, Hkv, block_size, D]
                              const int* __restrict__ block_table,    // [B, max_blocks_per_seq]
                              const int* __restrict__ context_lens,   // [B]
-                             int H, int Hkv, int group, int block_size, int max_blocks_per_seq, float scale, GateArgs gate) {
+                             int H, int Hkv, int group, int block_size, int max_blocks_per_seq, float scale, GateArgs gate,
+                             int B) {
     using L = Layout<CTAS_PER_SM>;
     constexpr int kStages = L::kStages;
     constexpr int kBufs = L::kBufs;
-    const int seq = blockIdx.y;
     const int kv_head = blockIdx.x;
     const int first_head = kv_head * group;
     const int num_heads = group;  // <= kHeads
-    const int ctx = context_lens[seq];
-    const int* seq_pages = block_table + static_cast<size_t>(seq) * max_blocks_per_seq;
-    const int num_tiles = (ctx + kTile - 1) / kTile;
+    const CtaSeqs<SEQS> w(context_lens, B);  // this CTA's sequences: one run of w.total tiles
 
     extern __shared__ __align__(16) unsigned char smem[];
     const Smem<scalar_t> sm = carve_smem<scalar_t, CTAS_PER_SM>(smem);
@@ -62,14 +60,14 @@ compact_ordered_gated_kernel(scalar_t* __restrict__ out,             // [B, H, D
     if (threadIdx.x >= kConsumerThreads) {
         // Producers: stream position s uses slot s % kStages once the consumers have
         // released its previous tile (use s / kStages - 1 of `empty`).
-        Producer<scalar_t, L::kBulkCopies> producer(threadIdx.x - kConsumerThreads, k_cache, v_cache, seq_pages,
-                                                    max_blocks_per_seq, Hkv, kv_head, block_size, 0, ctx);
-        producer.stage_pages(sm.pages, L::kPageSlots);
-        for (int s = 0; s < 2 * num_tiles; ++s) {
+        RunProducer<scalar_t, L::kBulkCopies, SEQS> producer(threadIdx.x - kConsumerThreads, k_cache, v_cache, block_table,
+                                                       max_blocks_per_seq, Hkv, kv_head, block_size, w, sm.pages,
+                                                       L::kPageSlots);
+        for (int s = 0; s < 2 * w.total; ++s) {
             const int slot = s % kStages;
             if (s >= kStages) pa::mbarrier_wait(&empty[slot], (s / kStages + 1) & 1);
             scalar_t* buf = sm.tiles + slot * kTileElems;
-            const StreamItem item = stream_item<L::kAhead>(s, num_tiles);
+            const StreamItem item = stream_item<L::kAhead>(s, w.total);
             if (!item.is_v) {
                 producer.copy_k(buf, item.tile, &full[slot]);
             } else {
@@ -89,14 +87,15 @@ compact_ordered_gated_kernel(scalar_t* __restrict__ out,             // [B, H, D
     const int warp = threadIdx.x / 32;
     const int tid = threadIdx.x;
     uint32_t qf[kHeadSize / 16][2];
-    load_q_fragments(qf, q, seq, H, first_head, num_heads, lane);
-    if (tid < 2 * kHeads * 2) sm.carry[tid] = 0.f;  // r before the sequence's first token is 0
+    load_q_fragments(qf, q, w.seq0, H, first_head, num_heads, lane);
+    if (SEQS > 1 && w.count > 1 && warp == 0) prefetch_q(q, sizeof(scalar_t), w.seq1, H, first_head, num_heads, lane);
+    if (tid < 3 * kHeads * 2) sm.carry[tid] = 0.f;  // carry[2] stays 0: r before a sequence's first token
     pa::named_barrier_sync<kConsumerBarrier, kConsumerThreads>();
 
     float acc[4] = {0.f, 0.f, 0.f, 0.f};
-    for (int s = 0; s < 2 * num_tiles; ++s) {
+    for (int s = 0; s < 2 * w.total; ++s) {
         const int slot = s % kStages;
-        const StreamItem item = stream_item<L::kAhead>(s, num_tiles);
+        const StreamItem item = stream_item<L::kAhead>(s, w.total);
         const int i = item.tile;
         scalar_t* pb = sm.p16 + (i % kBufs) * kHeads * kPStride;  // p16[i % kBufs]: [kHeads][kPStride]
         pa::mbarrier_wait(&full[slot], (s / kStages) & 1);
@@ -105,10 +104,15 @@ compact_ordered_gated_kernel(scalar_t* __restrict__ out,             // [B, H, D
             pa::mbarrier_wait(&listed[i % kBufs], (i / kBufs) & 1);  // complete long ago: orders nnz_of and the padding
             pv_steps(acc, buf, pb, (nnz_of[i % kBufs] + 15) / 16, warp, lane);
             pa::mbarrier_arrive(&empty[slot]);
+            if (w.ends_sequence(i)) {  // the last V tile of a sequence: its output is complete
+                store_output(out, acc, w.seq_of(i), H, first_head, num_heads, warp, lane);
+                acc[0] = acc[1] = acc[2] = acc[3] = 0.f;
+            }
             continue;
         }
         // 1. scores of tile i
-        const int n = min(kTile, ctx - i * kTile);  // tokens of this tile
+        if (SEQS > 1 && w.count > 1 && i == w.tiles0) load_q_fragments(qf, q, w.seq1, H, first_head, num_heads, lane);  // the second sequence's q
+        const int n = w.tokens_in(i);  // tokens of this tile
         qk_tile(sm.scores, buf, qf, n, scale, warp, lane);
         pa::mbarrier_arrive(&empty[slot]);
         pa::named_barrier_sync<kConsumerBarrier, kConsumerThreads>();  // A
@@ -118,7 +122,7 @@ compact_ordered_gated_kernel(scalar_t* __restrict__ out,             // [B, H, D
         bool needed = false;
         int before = 0;  // needed tokens of the lanes below this one, in this warp
         if (tid < kGateThreads) {
-            gate_token(p, sm.scores, sm.carry + ((i + 1) % 2) * 2 * kHeads, sm.carry + (i % 2) * 2 * kHeads, tid, n,
+            gate_token(p, sm.scores, sm.carry + (w.starts_sequence(i) ? 2 : (i + 1) % 2) * 2 * kHeads, sm.carry + (i % 2) * 2 * kHeads, tid, n,
                        num_heads, gate);
 #pragma unroll
             for (int h = 0; h < kHeads; ++h) needed |= p[h] != 0.f;
@@ -147,7 +151,6 @@ compact_ordered_gated_kernel(scalar_t* __restrict__ out,             // [B, H, D
         if (tid == 0) nnz_of[i % kBufs] = nnz;
         pa::mbarrier_arrive(&listed[i % kBufs]);  // the list is complete: the producers may copy V_i
     }
-    store_output(out, acc, seq, H, first_head, num_heads, warp, lane);
 }
 
 }  // namespace lesson05
