@@ -45,6 +45,22 @@ std::vector<uint16_t> run_once(const pa::DecodeVariant& v, pa::DeviceDecodeProbl
     return dev.download_output();
 }
 
+// Each of `steps` on shape s against the gated reference, once: every one must run it.
+void check_steps_on(const pa::DecodeShape& s, const lesson05::Gate& gate, const std::vector<pa::DecodeVariant>& steps,
+                    const std::string& what) {
+    const pa::DeviceInfo info = pa::testing::gpu_for_test();
+    const pa::DecodeProblem p = pa::make_decode_problem(s, kSeed);
+    const std::vector<double> ref = pa::reference::gated_decode(p, *gate);
+    pa::DeviceDecodeProblem dev(p);
+    for (const pa::DecodeVariant& v : steps) {
+        INFO(what << " " << s.name << " " << v.name);
+        REQUIRE(v.why_not(s, info).empty());
+        const pa::CheckResult r = pa::check_once(v, dev, p, ref);
+        INFO(r.message);
+        CHECK(r.pass);
+    }
+}
+
 }  // namespace
 
 TEST_CASE("lesson05 every step matches the gated reference on random cases at sigma 0, 1.5, 2.9, gamma 1 and 2.5 "
@@ -168,43 +184,22 @@ TEST_CASE("lesson05 split_k_compact at partitions of 128, 256 and 512 over mixed
 }
 
 TEST_CASE("lesson05 a 20000-token context (157 tiles: the gate's carry crosses every tile boundary)", "[gpu][lesson05]") {
-    const pa::DeviceInfo info = pa::testing::gpu_for_test();
-    const pa::DecodeShape s = pa::make_shape("ctx20k-g2", 4, 2, {20000, 333}, 128, 16, pa::DType::bf16);
-    const pa::DecodeProblem p = pa::make_decode_problem(s, kSeed);
     const lesson05::Gate gate = lesson05::make_gate(1.5);
-    const std::vector<double> ref = pa::reference::gated_decode(p, *gate);
-    pa::DeviceDecodeProblem dev(p);
-    for (const pa::DecodeVariant& v : every_step(gate)) {
-        INFO(v.name);
-        REQUIRE(v.why_not(s, info).empty());
-        const pa::CheckResult r = pa::check_once(v, dev, p, ref);
-        INFO(r.message);
-        CHECK(r.pass);
-    }
+    check_steps_on(pa::make_shape("ctx20k-g2", 4, 2, {20000, 333}, 128, 16, pa::DType::bf16), gate, every_step(gate),
+                   "sigma 1.5");
 }
 
 TEST_CASE("lesson05 page ids beyond the shared-memory page array come from the block table: 20000 tokens in pages of "
           "8 (one CTA per SM), 4500 in pages of 8 beside 199 short sequences (two per SM)",
           "[gpu][lesson05]") {
-    const pa::DeviceInfo info = pa::testing::gpu_for_test();
     std::vector<int> many(200);
     for (size_t i = 0; i < many.size(); ++i) many[i] = 1 + static_cast<int>(i * 53 % 400);
     many[7] = 4500;  // 563 pages: more than the 512 of the two-per-SM layout
-    const pa::DecodeShape shapes[] = {pa::make_shape("ctx20k-bs8", 4, 2, {20000, 333}, 128, 8, pa::DType::bf16),
-                                      pa::make_shape("B200-one-4500-bs8", 4, 2, many, 128, 8, pa::DType::fp16)};
     const lesson05::Gate gate = lesson05::make_gate(1.5);
-    for (const pa::DecodeShape& s : shapes) {
-        const pa::DecodeProblem p = pa::make_decode_problem(s, kSeed);
-        const std::vector<double> ref = pa::reference::gated_decode(p, *gate);
-        pa::DeviceDecodeProblem dev(p);
-        for (const pa::DecodeVariant& v : every_step(gate)) {
-            INFO(s.name << " " << v.name);
-            REQUIRE(v.why_not(s, info).empty());
-            const pa::CheckResult r = pa::check_once(v, dev, p, ref);
-            INFO(r.message);
-            CHECK(r.pass);
-        }
-    }
+    check_steps_on(pa::make_shape("ctx20k-bs8", 4, 2, {20000, 333}, 128, 8, pa::DType::bf16), gate, every_step(gate),
+                   "sigma 1.5");
+    check_steps_on(pa::make_shape("B200-one-4500-bs8", 4, 2, many, 128, 8, pa::DType::fp16), gate, every_step(gate),
+                   "sigma 1.5");
 }
 
 TEST_CASE("lesson05 two sequences per CTA: 2 x SMs + 1 short sequences (one CTA left with one), lengths at and "
@@ -216,19 +211,11 @@ TEST_CASE("lesson05 two sequences per CTA: 2 x SMs + 1 short sequences (one CTA 
     std::vector<int> ctx(B);
     for (int i = 0; i < B; ++i) ctx[i] = lengths[i % 8];
     for (const pa::DType t : {pa::DType::bf16, pa::DType::fp16}) {
-        const pa::DecodeShape s = pa::make_shape("two-per-cta", 4, 2, ctx, 128, 16, t);
+        const pa::DecodeShape s = pa::make_shape(std::string("two-per-cta-") + pa::dtype_name(t), 4, 2, ctx, 128, 16, t);
         REQUIRE(lesson05::seqs_per_cta_for(s, info.sms) == 2);
-        const pa::DecodeProblem p = pa::make_decode_problem(s, kSeed);
         for (const double sigma : {0.0, 2.9}) {
             const lesson05::Gate gate = lesson05::make_gate(sigma, 2.5);
-            const std::vector<double> ref = pa::reference::gated_decode(p, *gate);
-            pa::DeviceDecodeProblem dev(p);
-            for (const pa::DecodeVariant& v : lesson05::variants(gate)) {
-                INFO(pa::dtype_name(t) << " sigma " << sigma << " " << v.name);
-                const pa::CheckResult r = pa::check_once(v, dev, p, ref);
-                INFO(r.message);
-                CHECK(r.pass);
-            }
+            check_steps_on(s, gate, lesson05::variants(gate), "sigma " + std::to_string(sigma));
         }
     }
 }

@@ -228,8 +228,6 @@ __device__ __forceinline__ StreamItem stream_item(int s, int n) {
 // sequences per CTA"). Plain fields, not arrays: a runtime index into an array would put
 // it in local memory. SEQS is the most a kernel build streams: a SEQS = 1 build compiles to
 // the one-sequence kernel it was before (no second producer, no test per tile).
-constexpr int kMaxSeqsPerCta = 2;
-
 template <int SEQS>
 struct CtaSeqs {
     static_assert(SEQS == 1 || SEQS == 2, "one or two sequences per CTA");
@@ -478,12 +476,12 @@ __device__ __forceinline__ void load_q_fragments(uint32_t (&qf)[kHeadSize / 16][
 
 // Asks L2 for q of the CTA's heads of sequence `seq` (a CTA's second sequence: its q is read
 // at that sequence's first tile, long after the start). Warp 0 only; 2 x 128 bytes a head.
-__device__ __forceinline__ void prefetch_q(const void* q, int elem_bytes, int seq, int H, int first_head, int num_heads,
-                                           int lane) {
-    const int g = lane / 4, c = lane % 4;
+template <class scalar_t>
+__device__ __forceinline__ void prefetch_q(const scalar_t* q, int seq, int H, int first_head, int num_heads, int lane) {
+    const int g = lane / 4, c = lane % 4;  // head g, its 128-byte half c
     if (g < num_heads && c < 2) {
-        const char* row = static_cast<const char*>(q) + (static_cast<size_t>(seq) * H + first_head + g) * kHeadSize * elem_bytes;
-        asm volatile("prefetch.global.L2 [%0];" ::"l"(row + c * 128));
+        const scalar_t* row = q + (static_cast<size_t>(seq) * H + first_head + g) * kHeadSize;  // q[seq, first_head + g, .]
+        asm volatile("prefetch.global.L2 [%0];" ::"l"(row + c * (128 / sizeof(scalar_t))));
     }
 }
 

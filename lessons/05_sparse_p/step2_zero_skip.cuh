@@ -86,7 +86,7 @@ zero_skip_gated_kernel(scalar_t* __restrict__ out,             // [B, H, D]
     const int tid = threadIdx.x;
     uint32_t qf[kHeadSize / 16][2];
     load_q_fragments(qf, q, w.seq0, H, first_head, num_heads, lane);
-    if (SEQS > 1 && w.count > 1 && warp == 0) prefetch_q(q, sizeof(scalar_t), w.seq1, H, first_head, num_heads, lane);
+    if (SEQS > 1 && w.count > 1 && warp == 0) prefetch_q(q, w.seq1, H, first_head, num_heads, lane);
     if (tid < 3 * kHeads * 2) sm.carry[tid] = 0.f;  // carry[2] stays 0: r before a sequence's first token
     pa::named_barrier_sync<kConsumerBarrier, kConsumerThreads>();
 
