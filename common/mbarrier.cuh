@@ -1,5 +1,5 @@
-// Shared-memory barriers for producer/consumer kernels (sm_80 and newer), and the trigger of a
-// programmatic dependent launch (sm_90).
+// Shared-memory barriers for producer/consumer kernels (sm_80 and newer), the bulk copies that
+// complete on them (sm_90), and the trigger of a programmatic dependent launch (sm_90).
 //
 // An mbarrier is a 64-bit counter in shared memory. It is initialised with the number of
 // arrivals one phase expects; when that many threads have arrived, the phase completes
@@ -53,6 +53,44 @@ __device__ __forceinline__ void mbarrier_wait(uint64_t* bar, unsigned parity) {
         "}\n" ::"r"(smem_address(bar)),
         "r"(parity)
         : "memory");
+#endif
+}
+
+// ---- sm_90: bulk copies that count their bytes on a barrier ----------------------------
+// cp.async.bulk hands a contiguous global range to the copy engine (the TMA unit); when its
+// bytes have landed in shared memory it subtracts them from the transaction count of an
+// mbarrier. A phase completes once every expected arrival is in and the count is back at
+// zero, so an arrival with expect_tx can come before the bytes it announces. The wrappers
+// trap below sm_90: callers check the GPU (and the build) before they launch such a kernel.
+
+// One arrival on `bar` that also announces `bytes` more to come from bulk copies.
+__device__ __forceinline__ void mbarrier_arrive_expect_tx(uint64_t* bar, uint32_t bytes) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(smem_address(bar)), "r"(bytes) : "memory");
+#else
+    __trap();
+#endif
+}
+
+// `bytes` (a multiple of 16; both addresses 16-byte aligned) from global to shared memory by
+// the copy engine, counted on `bar` as they land. A CTA launched without clusters is its own
+// cluster of one, so its shared::cta addresses are shared::cluster addresses.
+__device__ __forceinline__ void bulk_copy_to_shared(void* smem_dst, const void* gmem_src, uint32_t bytes, uint64_t* bar) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];" ::"r"(
+                     smem_address(smem_dst)),
+                 "l"(gmem_src), "r"(bytes), "r"(smem_address(bar))
+                 : "memory");
+#else
+    __trap();
+#endif
+}
+
+// Orders this thread's ordinary shared-memory writes before later bulk copies into the same
+// bytes: the copy engine is another proxy, and barriers order threads, not proxies.
+__device__ __forceinline__ void fence_proxy_async_shared() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
 #endif
 }
 

@@ -58,7 +58,8 @@ TGS = (4, 8, 16)
 # Lesson 02's ladder: (step, family, has a TGS). A family with a TGS is the variants
 # <family>_tgs4/8/16; step 3 is one idea with two mappings.
 LESSON02_STEPS = [("1", "thread_groups", True), ("2", "wide_loads", True), ("3", "per_head", True),
-                  ("3", "grouped", True), ("4", "grouped_mma", False), ("5", "grouped_mma_ws", False)]
+                  ("3", "grouped", True), ("4", "grouped_mma", False), ("5", "grouped_mma_ws", False),
+                  ("6", "grouped_mma_bulk", False)]
 
 
 def family_variants(family, has_tgs):

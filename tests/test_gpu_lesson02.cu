@@ -64,12 +64,34 @@ TEST_CASE("lesson02 steps 4 and 5 (tensor cores) and auto match the reference on
     CHECK(r.refused == 0);
 }
 
-// A grid larger than the GPU with one 8-head column block takes step 5's two-CTAs-per-SM
-// layout (a 3-slot ring): check it for every D and both dtypes, groups 1, 2 and 8, with
-// contexts that end inside a tile, and that two CTAs really fit on an SM.
-TEST_CASE("lesson02 grouped_mma_ws with two CTAs per SM (grids larger than the GPU)", "[gpu][lesson02]") {
+// Step 6 needs sm_90 and an sm_90 build; elsewhere it must refuse by name, never run.
+bool step6_runs_here(const pa::DeviceInfo& info) {
+    const pa::DecodeShape s = pa::make_shape("probe", 8, 1, {100});
+    const std::string why = lesson02::why_not({lesson02::Step::grouped_mma_bulk}, s, info);
+    if (!why.empty()) {
+        INFO(why);
+        CHECK(why.find("sm_90") != std::string::npos);
+    }
+    return why.empty();
+}
+
+TEST_CASE("lesson02 step 6 (bulk rows) matches the reference on 60 random cases (seed 20250205)", "[gpu][lesson02]") {
     const pa::DeviceInfo info = pa::testing::gpu_for_test();
-    const pa::DecodeVariant mma = variants_named({"grouped_mma_ws"})[0];
+    if (!step6_runs_here(info)) SKIP("step 6 needs sm_90 and an sm_90 build");
+    const auto r = pa::testing::check_variants_on_random_cases(variants_named({"grouped_mma_bulk"}), kSeed + 3, 60);
+    CHECK(r.checked >= 60);
+    CHECK(r.passed == r.checked);
+    CHECK(r.refused == 0);
+}
+
+// A grid larger than the GPU with one 8-head column block takes step 5's two-CTAs-per-SM
+// layout (a 3-slot ring), and step 6's: check both for every D and both dtypes, groups 1, 2
+// and 8, with contexts that end inside a tile, and that two CTAs really fit on an SM.
+TEST_CASE("lesson02 grouped_mma_ws and grouped_mma_bulk with two CTAs per SM (grids larger than the GPU)",
+          "[gpu][lesson02]") {
+    const pa::DeviceInfo info = pa::testing::gpu_for_test();
+    std::vector<std::string> names = {"grouped_mma_ws"};
+    if (step6_runs_here(info)) names.push_back("grouped_mma_bulk");
     // a grid that fits the GPU, and 16 heads a CTA: one CTA per SM
     CHECK(lesson02::step5::geometry(pa::make_shape("fits", 8, 1, std::vector<int>(info.sms, 100)), info).ctas_per_sm == 1);
     CHECK(lesson02::step5::geometry(pa::make_shape("g16", 16, 1, std::vector<int>(info.sms + 1, 100)), info).ctas_per_sm == 1);
@@ -86,11 +108,15 @@ TEST_CASE("lesson02 grouped_mma_ws with two CTAs per SM (grids larger than the G
                     pa::make_shape("two-per-sm-D" + std::to_string(D) + "-g" + std::to_string(group), Hkv * group, Hkv, ctx, D, 16, t);
                 INFO(s.name << " " << pa::dtype_name(t));
                 CHECK(lesson02::step5::geometry(s, info).ctas_per_sm == 2);
+                if (names.size() == 2) CHECK(lesson02::step6::geometry(s, info).ctas_per_sm == 2);
                 const pa::DecodeProblem p = pa::make_decode_problem(s, kSeed + 4);
                 pa::DeviceDecodeProblem dev(p);
-                const pa::CheckResult r = pa::check_once(mma, dev, p, pa::reference::softmax_decode(p));
-                INFO(r.message);
-                CHECK(r.pass);
+                const auto want = pa::reference::softmax_decode(p);
+                for (const pa::DecodeVariant& v : variants_named(names)) {
+                    const pa::CheckResult r = pa::check_once(v, dev, p, want);
+                    INFO(v.name << ": " << r.message);
+                    CHECK(r.pass);
+                }
                 ++runs;
             }
     CHECK(runs == 18);
@@ -184,6 +210,7 @@ TEST_CASE("lesson02 grouped refuses a group above 32 by name; per_head runs it",
     CHECK(lesson02::why_not(grouped, s, info).find("group 64") != std::string::npos);
     CHECK(lesson02::why_not({lesson02::Step::grouped_mma}, s, info).find("group 64") != std::string::npos);
     CHECK(lesson02::why_not({lesson02::Step::grouped_mma_ws}, s, info).find("group 64") != std::string::npos);
+    CHECK(lesson02::why_not({lesson02::Step::grouped_mma_bulk}, s, info).find("group 64") != std::string::npos);
     const pa::DecodeProblem p = pa::make_decode_problem(s, kSeed);
     pa::DeviceDecodeProblem dev(p);
     const pa::CheckResult res = pa::check_once(lesson02::variant({lesson02::Step::grouped, lesson02::Mapping::per_head, 8}),
@@ -201,12 +228,17 @@ TEST_CASE("lesson02 auto follows its stated rule", "[gpu][lesson02]") {
     };
     // grouped_mma_ws by default, MHA included (on a GPU where its ring fits: 163+ KiB a CTA)
     REQUIRE(info.smem_per_block_optin >= 163 * 1024);
+    REQUIRE(info.sms >= 128);
     CHECK(picks(16, 64, 8, info) == "grouped_mma_ws");    // llama70b-B16
     CHECK(picks(1, 64, 8, info) == "grouped_mma_ws");     // 8 grouped CTAs
     CHECK(picks(16, 32, 1, info) == "grouped_mma_ws");    // MQA, 16 grouped CTAs
     CHECK(picks(1, 8, 4, info) == "grouped_mma_ws");      // 4 grouped CTAs: the smallest grid it takes
-    CHECK(picks(4, 32, 32, info) == "grouped_mma_ws");    // MHA, 128 CTAs
-    CHECK(picks(128, 32, 32, info) == "grouped_mma_ws");  // MHA, 4096 CTAs
+    CHECK(picks(4, 32, 32, info) == "grouped_mma_ws");    // MHA, 128 CTAs (<= SMs: one per SM)
+    // more grouped CTAs than SMs with 8 heads a CTA (two per SM): step 6 on sm_90, else step 5
+    const std::string two_per_sm = step6_runs_here(info) ? "grouped_mma_bulk" : "grouped_mma_ws";
+    CHECK(picks(128, 32, 32, info) == two_per_sm);  // MHA, 4096 CTAs
+    CHECK(picks(64, 8, 4, info) == two_per_sm);     // h8kv4-B64: 256 CTAs
+    CHECK(picks(16, 64, 4, info) == "grouped_mma_ws");  // 64 CTAs of 16 heads: one per SM
     // fewer than 4 grouped CTAs: per_head, TGS 4
     CHECK(picks(1, 32, 1, info) == "per_head_tgs4");
     CHECK(picks(3, 32, 1, info) == "per_head_tgs4");

@@ -14,6 +14,7 @@ std::string config_name(const Config& c) {
         case Step::grouped: return (c.mapping == Mapping::per_head ? "per_head" : "grouped") + tgs;
         case Step::grouped_mma: return "grouped_mma";
         case Step::grouped_mma_ws: return "grouped_mma_ws";
+        case Step::grouped_mma_bulk: return "grouped_mma_bulk";
     }
     return "?";
 }
@@ -25,6 +26,7 @@ std::string why_not(const Config& c, const pa::DecodeShape& s, const pa::DeviceI
         case Step::grouped: return step3::why_not(c.mapping, s, c.tgs, info);
         case Step::grouped_mma: return step4::why_not(s, info);
         case Step::grouped_mma_ws: return step5::why_not(s, info);
+        case Step::grouped_mma_bulk: return step6::why_not(s, info);
     }
     return "unknown step";
 }
@@ -36,6 +38,7 @@ void launch(const pa::PagedDecodeArgs& a, const Config& c, cudaStream_t stream) 
         case Step::grouped: return step3::launch(c.mapping, a, c.tgs, stream);
         case Step::grouped_mma: return step4::launch(a, stream);
         case Step::grouped_mma_ws: return step5::launch(a, stream);
+        case Step::grouped_mma_bulk: return step6::launch(a, stream);
     }
 }
 
@@ -46,6 +49,7 @@ pa::LaunchGeometry geometry(const Config& c, const pa::DecodeShape& s, const pa:
         case Step::grouped: return step3::geometry(c.mapping, s, c.tgs, info);
         case Step::grouped_mma: return step4::geometry(s, info);
         case Step::grouped_mma_ws: return step5::geometry(s, info);
+        case Step::grouped_mma_bulk: return step6::geometry(s, info);
     }
     return {};
 }
@@ -56,22 +60,29 @@ pa::LaunchGeometry geometry(const Config& c, const pa::DecodeShape& s, const pa:
 //    to nothing, its copy warps keep the ring full, and on grids larger than the GPU two
 //    CTAs share an SM. Step 4, the same math without copy warps, where step 5's ring does
 //    not fit the GPU's shared memory.
+//  * step 6 before step 5 where step 5 would run two CTAs per SM (sm_90 only): there its
+//    bulk rows won on every shape measured; at one CTA per SM they lost on the long and
+//    large shapes (README, step 6).
 //  * the per-head mapping with the ring (step 3, TGS 4) for a grouped grid of fewer than
 //    kMinGroupedCtas CTAs: the per-head grid's parallelism is worth more than the re-reads,
 //    which the other heads' CTAs find in L2; and for a group above 32, which has no grouped
 //    kernel. TGS 4 because K comes from shared memory, so a smaller group only means more
 //    tokens per step and a shorter shuffle tree.
-std::vector<Config> auto_preference(const pa::DecodeShape& s) {
-    const bool tiny_grouped_grid = static_cast<long long>(s.B) * s.Hkv < kMinGroupedCtas;
+std::vector<Config> auto_preference(const pa::DecodeShape& s, const pa::DeviceInfo& info) {
+    const long long grouped_ctas = static_cast<long long>(s.B) * s.Hkv;
+    const bool tiny_grouped_grid = grouped_ctas < kMinGroupedCtas;
     const Config per_head{Step::grouped, Mapping::per_head, 4};
     const Config wide{Step::wide_loads, Mapping::per_head, 4};
     if (tiny_grouped_grid || s.group() > 32) return {per_head, wide};
-    return {Config{Step::grouped_mma_ws}, Config{Step::grouped_mma}, Config{Step::grouped, Mapping::grouped, 4}, per_head,
-            wide};
+    std::vector<Config> prefs = {Config{Step::grouped_mma_ws}, Config{Step::grouped_mma},
+                                 Config{Step::grouped, Mapping::grouped, 4}, per_head, wide};
+    const bool two_per_sm = step5::heads_per_cta(s.group()) == 8 && grouped_ctas > info.sms;  // step 5's plan
+    if (two_per_sm) prefs.insert(prefs.begin(), Config{Step::grouped_mma_bulk});
+    return prefs;
 }
 
 Config auto_config(const pa::DecodeShape& s, const pa::DeviceInfo& info) {
-    const std::vector<Config> prefs = auto_preference(s);
+    const std::vector<Config> prefs = auto_preference(s, info);
     for (const Config& c : prefs)
         if (why_not(c, s, info).empty()) return c;
     return prefs.front();  // nothing runs: launching it reports why
@@ -114,6 +125,7 @@ std::vector<pa::DecodeVariant> all_variants() {
         for (int tgs : {4, 8, 16}) out.push_back(variant({Step::grouped, m, tgs}));
     out.push_back(variant({Step::grouped_mma}));
     out.push_back(variant({Step::grouped_mma_ws}));
+    out.push_back(variant({Step::grouped_mma_bulk}));
     out.push_back(auto_variant());
     return out;
 }

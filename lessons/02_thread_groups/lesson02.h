@@ -1,4 +1,4 @@
-// Lesson 02's variants, as main.cu and the tests run them: the five steps of the ladder
+// Lesson 02's variants, as main.cu and the tests run them: the six steps of the ladder
 // (steps.h has each step's launcher), the automatic choice, and the check shapes that
 // catch the group-mask trap. Compiled once in lesson02.cu.
 #pragma once
@@ -18,6 +18,7 @@ enum class Step {
     grouped = 3,        // step 3: + GQA-grouped CTA, chunked softmax, cp.async ring
     grouped_mma = 4,    // step 4: + both dot products on tensor cores (mma.sync)
     grouped_mma_ws = 5, // step 5: + producer and consumer warps (mbarriers)
+    grouped_mma_bulk = 6,  // step 6: + one bulk copy per row, counted by the barrier (sm_90)
 };
 
 struct Config {
@@ -27,7 +28,7 @@ struct Config {
 };
 
 // CSV variant names: thread_groups_tgs8, wide_loads_tgs4, per_head_tgs4, grouped_tgs16,
-// grouped_mma, grouped_mma_ws.
+// grouped_mma, grouped_mma_ws, grouped_mma_bulk.
 std::string config_name(const Config& c);
 
 // Empty if the configuration can run the shape on this GPU, otherwise why not.
@@ -40,9 +41,10 @@ pa::LaunchGeometry geometry(const Config& c, const pa::DecodeShape& s, const pa:
 //   * a grouped grid of fewer than kMinGroupedCtas CTAs (MQA with one to three sequences),
 //     or a group above 32: per_head_tgs4, then wide_loads_tgs4;
 //   * otherwise grouped_mma_ws, then grouped_mma (GPUs whose shared memory is too small
-//     for step 5's ring), then grouped_tgs4.
+//     for step 5's ring), then grouped_tgs4; with grouped_mma_bulk (sm_90) first where
+//     step 5 runs two CTAs per SM (8 heads a CTA, more grouped CTAs than SMs).
 constexpr int kMinGroupedCtas = 4;
-std::vector<Config> auto_preference(const pa::DecodeShape& s);
+std::vector<Config> auto_preference(const pa::DecodeShape& s, const pa::DeviceInfo& info);
 Config auto_config(const pa::DecodeShape& s, const pa::DeviceInfo& info);
 
 pa::DecodeVariant variant(const Config& c);

@@ -91,6 +91,8 @@ int heads_per_cta(int group) {
 
 int tile_tokens(int head_size) { return lesson02::tile_tokens(head_size); }
 
+int ctas_per_sm(const pa::DecodeShape& s) { return plan(s.dtype, s.B, s.H, s.Hkv, s.D).ctas_per_sm; }
+
 std::string why_not(const pa::DecodeShape& s, const pa::DeviceInfo& info) {
     const int heads = heads_per_cta(s.group());
     if (heads == 0)

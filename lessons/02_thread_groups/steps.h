@@ -62,8 +62,18 @@ std::string why_not(const pa::DecodeShape& s, const pa::DeviceInfo& info);
 void launch(const pa::PagedDecodeArgs& a, cudaStream_t stream);
 pa::LaunchGeometry geometry(const pa::DecodeShape& s, const pa::DeviceInfo& info);
 int tile_tokens(int head_size);  // tokens per staged tile (the timeline's unit)
+// The layout the shape runs at: 2 (two 3-slot rings per SM) or 1 (one deep ring); step 6's too.
+int ctas_per_sm(const pa::DecodeShape& s);
 // The timeline build (common/timeline.h): the launch `launch` makes, with the kernel's
 // TIMELINE build writing timeline[B * Hkv][timeline_stride]. "" if it can run the shape.
 std::string timeline_why_not(const pa::DecodeShape& s, const pa::DeviceInfo& info);
 void launch_timeline(const pa::PagedDecodeArgs& a, uint64_t* timeline, int timeline_stride, cudaStream_t stream);
 }  // namespace lesson02::step5
+
+// Step 6: step 5 with each row of a tile one bulk copy (sm_90's copy engine) whose bytes the
+// ring's barrier counts, so the producers wait only for free slots, never for their copies.
+namespace lesson02::step6 {
+std::string why_not(const pa::DecodeShape& s, const pa::DeviceInfo& info);
+void launch(const pa::PagedDecodeArgs& a, cudaStream_t stream);
+pa::LaunchGeometry geometry(const pa::DecodeShape& s, const pa::DeviceInfo& info);
+}  // namespace lesson02::step6

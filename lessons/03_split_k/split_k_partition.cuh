@@ -1,7 +1,7 @@
 // Lesson 03: split-k (Flash-Decoding, vLLM's v2 kernel): the partition kernel, its
 // sentinel, the reduce, and the fused form that needs no second launch.
 //
-// What changed since lesson 02's last step (step5_warp_specialized.cuh), and why: a
+// What changed since lesson 02's step 5 (step5_warp_specialized.cuh), and why: a
 // (sequence, KV head) of lesson 02 is one CTA, so a batch of one sequence gives the GPU
 // Hkv CTAs (8 for llama70b, 1 for MQA) however long the context is. Here the grid gains a
 // third axis: partition p of a sequence covers tokens [p * P, (p + 1) * P), and each CTA

@@ -161,38 +161,6 @@ __device__ __forceinline__ void cp_async_arrive_noinc(uint64_t* bar) {
 
 __device__ __forceinline__ void cp_async_wait_all() { asm volatile("cp.async.wait_all;" ::: "memory"); }
 
-// sm_90: one arrival on `bar` that also tells it `bytes` more are to come from bulk copies;
-// the phase completes once every arrival is in and every announced byte has landed.
-__device__ __forceinline__ void arrive_expect_tx(uint64_t* bar, uint32_t bytes) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(pa::smem_address(bar)), "r"(bytes) : "memory");
-#else
-    __trap();  // never called: Producer::kBulk is false below sm_90
-#endif
-}
-
-// sm_90: `bytes` (a multiple of 16) from global to shared memory by the copy engine, counted
-// on `bar` as they land. The CTA is its own cluster of one, so its shared::cta addresses are
-// shared::cluster addresses.
-__device__ __forceinline__ void bulk_copy(void* smem_dst, const void* gmem_src, uint32_t bytes, uint64_t* bar) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-    asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];" ::"r"(
-                     pa::smem_address(smem_dst)),
-                 "l"(gmem_src), "r"(bytes), "r"(pa::smem_address(bar))
-                 : "memory");
-#else
-    __trap();
-#endif
-}
-
-// sm_90: orders this thread's ordinary shared-memory writes before later bulk copies into the
-// same bytes (the copy engine is another proxy: the barriers order the threads, this the proxies).
-__device__ __forceinline__ void fence_proxy_async_shared() {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-    asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
-#endif
-}
-
 // Whether this build's device code may use bulk copies (LESSON05_CP_ASYNC_ONLY: never, to compare).
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900 && !defined(LESSON05_CP_ASYNC_ONLY)
 constexpr bool kArchHasBulkCopies = true;
@@ -353,7 +321,7 @@ struct Producer {
     __device__ __forceinline__ void zero_row_and_arrive(scalar_t* row, uint64_t* full) const {
 #pragma unroll
         for (int i = 0; i < kPieces; ++i) reinterpret_cast<uint4*>(row)[i] = make_uint4(0u, 0u, 0u, 0u);
-        fence_proxy_async_shared();
+        pa::fence_proxy_async_shared();
         pa::mbarrier_arrive(full);
     }
 
@@ -366,8 +334,8 @@ struct Producer {
             const int r = tid;  // this thread's row
             const int t = tile_start + r;
             if (t < t_end) {
-                arrive_expect_tx(full, kRowBytes);
-                bulk_copy(buf + r * kRow, row_of(k_cache, t), kRowBytes, full);
+                pa::mbarrier_arrive_expect_tx(full, kRowBytes);
+                pa::bulk_copy_to_shared(buf + r * kRow, row_of(k_cache, t), kRowBytes, full);
             } else {
                 zero_row_and_arrive(buf + r * kRow, full);
             }
@@ -395,8 +363,8 @@ struct Producer {
             const int j = tid;  // this thread's row
             const int tok = j < num_rows ? token_of(j) : -1;
             if (tok >= 0) {
-                arrive_expect_tx(full, kRowBytes);
-                bulk_copy(buf + j * kRow, row_of(v_cache, tile_start + tok), kRowBytes, full);
+                pa::mbarrier_arrive_expect_tx(full, kRowBytes);
+                pa::bulk_copy_to_shared(buf + j * kRow, row_of(v_cache, tile_start + tok), kRowBytes, full);
             } else if (j < num_rows) {
                 zero_row_and_arrive(buf + j * kRow, full);
             } else {
