@@ -20,6 +20,9 @@
 //  * P is either fixed (`partition_size`) or the sequence's context split `splits` ways
 //    (rounded up to 32 tokens, so a partition starts on a page for every page size).
 //  * The ring has at most 4 slots instead of 6 (MmaLayout): a partition is short.
+// The producers stay step 5's (cp.async). Lesson 02's step 6 (bulk rows, sm_90) was tried in
+// this kernel on an H200: faster on some split shapes, slower on the short ones and on the
+// mixed batch, so no clear win to build on.
 // The reduce (split_k_reduce_kernel) is one CTA per (sequence, query head): M = max_p m_p,
 // out = sum_p e^(m_p - M) acc_p / sum_p e^(m_p - M) l_p. FUSED = true removes its launch:
 // every partition CTA bumps a per-(sequence, KV head) counter after its scratch is written
