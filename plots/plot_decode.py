@@ -37,9 +37,11 @@ TABLE_A = ["llama7b-B1-ctx1k", "llama7b-B1-ctx4k", "llama7b-B8-ctx2k", "llama7b-
            "mqa-B1-ctx4k", "mqa-B16-ctx4k", "mqa-B64-ctx2k"]
 TGS = (4, 8, 16)
 # Lesson 02's steps: 1 thread_groups, 2 wide_loads, 3 per_head and grouped (the two CTA
-# mappings), each at TGS 4/8/16; 4 grouped_mma; 5 grouped_mma_ws; 6 grouped_mma_bulk (sm_90).
+# mappings), each at TGS 4/8/16; 4 grouped_mma; 5 grouped_mma_ws; 6 grouped_mma_bulk and 7
+# grouped_mma_units (sm_90).
 LESSON02_STEPS = [f"{step}_tgs{tgs}" for step in ("thread_groups", "wide_loads", "per_head", "grouped")
-                  for tgs in TGS] + ["grouped_mma", "grouped_mma_ws", "grouped_mma_bulk"]
+                  for tgs in TGS] + ["grouped_mma", "grouped_mma_ws", "grouped_mma_bulk",
+                                                        "grouped_mma_units"]
 # The TGS-sweep plot: the per-head and grouped CUDA-core steps at every TGS, and the
 # tensor-core steps for reference.
 TGS_SWEEP_CONFIGS = [f"{step}_tgs{tgs}" for step in ("wide_loads", "grouped") for tgs in TGS] + [

@@ -59,7 +59,7 @@ TGS = (4, 8, 16)
 # <family>_tgs4/8/16; step 3 is one idea with two mappings.
 LESSON02_STEPS = [("1", "thread_groups", True), ("2", "wide_loads", True), ("3", "per_head", True),
                   ("3", "grouped", True), ("4", "grouped_mma", False), ("5", "grouped_mma_ws", False),
-                  ("6", "grouped_mma_bulk", False)]
+                  ("6", "grouped_mma_bulk", False), ("7", "grouped_mma_units", False)]
 
 
 def family_variants(family, has_tgs):

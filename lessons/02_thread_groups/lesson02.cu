@@ -15,6 +15,7 @@ std::string config_name(const Config& c) {
         case Step::grouped_mma: return "grouped_mma";
         case Step::grouped_mma_ws: return "grouped_mma_ws";
         case Step::grouped_mma_bulk: return "grouped_mma_bulk";
+        case Step::grouped_mma_units: return "grouped_mma_units";
     }
     return "?";
 }
@@ -27,6 +28,7 @@ std::string why_not(const Config& c, const pa::DecodeShape& s, const pa::DeviceI
         case Step::grouped_mma: return step4::why_not(s, info);
         case Step::grouped_mma_ws: return step5::why_not(s, info);
         case Step::grouped_mma_bulk: return step6::why_not(s, info);
+        case Step::grouped_mma_units: return step7::why_not(s, info);
     }
     return "unknown step";
 }
@@ -39,6 +41,7 @@ void launch(const pa::PagedDecodeArgs& a, const Config& c, cudaStream_t stream) 
         case Step::grouped_mma: return step4::launch(a, stream);
         case Step::grouped_mma_ws: return step5::launch(a, stream);
         case Step::grouped_mma_bulk: return step6::launch(a, stream);
+        case Step::grouped_mma_units: return step7::launch(a, stream);
     }
 }
 
@@ -50,6 +53,7 @@ pa::LaunchGeometry geometry(const Config& c, const pa::DecodeShape& s, const pa:
         case Step::grouped_mma: return step4::geometry(s, info);
         case Step::grouped_mma_ws: return step5::geometry(s, info);
         case Step::grouped_mma_bulk: return step6::geometry(s, info);
+        case Step::grouped_mma_units: return step7::geometry(s, info);
     }
     return {};
 }
@@ -60,9 +64,11 @@ pa::LaunchGeometry geometry(const Config& c, const pa::DecodeShape& s, const pa:
 //    to nothing, its copy warps keep the ring full, and on grids larger than the GPU two
 //    CTAs share an SM. Step 4, the same math without copy warps, where step 5's ring does
 //    not fit the GPU's shared memory.
-//  * step 6 before step 5 where step 5 would run two CTAs per SM (sm_90 only): there its
-//    bulk rows won on every shape measured; at one CTA per SM they lost on the long and
-//    large shapes (README, step 6).
+//  * on sm_90, step 7 before all of them: its unit copies won over step 5 on every shape
+//    measured and matched step 6 at two CTAs per SM. Where it cannot run (pages smaller than
+//    its units), step 6 where step 5 would run two CTAs per SM: there its bulk rows won on
+//    every shape measured; at one CTA per SM they lost on the long and large shapes (README,
+//    steps 6 and 7).
 //  * the per-head mapping with the ring (step 3, TGS 4) for a grouped grid of fewer than
 //    kMinGroupedCtas CTAs: the per-head grid's parallelism is worth more than the re-reads,
 //    which the other heads' CTAs find in L2; and for a group above 32, which has no grouped
@@ -78,6 +84,7 @@ std::vector<Config> auto_preference(const pa::DecodeShape& s, const pa::DeviceIn
                                  Config{Step::grouped, Mapping::grouped, 4}, per_head, wide};
     const bool two_per_sm = step5::heads_per_cta(s.group()) == 8 && grouped_ctas > info.sms;  // step 5's plan
     if (two_per_sm) prefs.insert(prefs.begin(), Config{Step::grouped_mma_bulk});
+    prefs.insert(prefs.begin(), Config{Step::grouped_mma_units});
     return prefs;
 }
 
@@ -126,6 +133,7 @@ std::vector<pa::DecodeVariant> all_variants() {
     out.push_back(variant({Step::grouped_mma}));
     out.push_back(variant({Step::grouped_mma_ws}));
     out.push_back(variant({Step::grouped_mma_bulk}));
+    out.push_back(variant({Step::grouped_mma_units}));
     out.push_back(auto_variant());
     return out;
 }

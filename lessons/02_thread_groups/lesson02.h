@@ -1,4 +1,4 @@
-// Lesson 02's variants, as main.cu and the tests run them: the six steps of the ladder
+// Lesson 02's variants, as main.cu and the tests run them: the seven steps of the ladder
 // (steps.h has each step's launcher), the automatic choice, and the check shapes that
 // catch the group-mask trap. Compiled once in lesson02.cu.
 #pragma once
@@ -19,6 +19,7 @@ enum class Step {
     grouped_mma = 4,    // step 4: + both dot products on tensor cores (mma.sync)
     grouped_mma_ws = 5, // step 5: + producer and consumer warps (mbarriers)
     grouped_mma_bulk = 6,  // step 6: + one bulk copy per row, counted by the barrier (sm_90)
+    grouped_mma_units = 7, // step 7: + one bulk copy per 16-token unit of a page (sm_90)
 };
 
 struct Config {
@@ -28,7 +29,7 @@ struct Config {
 };
 
 // CSV variant names: thread_groups_tgs8, wide_loads_tgs4, per_head_tgs4, grouped_tgs16,
-// grouped_mma, grouped_mma_ws, grouped_mma_bulk.
+// grouped_mma, grouped_mma_ws, grouped_mma_bulk, grouped_mma_units.
 std::string config_name(const Config& c);
 
 // Empty if the configuration can run the shape on this GPU, otherwise why not.
@@ -42,7 +43,8 @@ pa::LaunchGeometry geometry(const Config& c, const pa::DecodeShape& s, const pa:
 //     or a group above 32: per_head_tgs4, then wide_loads_tgs4;
 //   * otherwise grouped_mma_ws, then grouped_mma (GPUs whose shared memory is too small
 //     for step 5's ring), then grouped_tgs4; with grouped_mma_bulk (sm_90) first where
-//     step 5 runs two CTAs per SM (8 heads a CTA, more grouped CTAs than SMs).
+//     step 5 runs two CTAs per SM (8 heads a CTA, more grouped CTAs than SMs), and
+//     grouped_mma_units (sm_90, pages of at least one unit) before everything.
 constexpr int kMinGroupedCtas = 4;
 std::vector<Config> auto_preference(const pa::DecodeShape& s, const pa::DeviceInfo& info);
 Config auto_config(const pa::DecodeShape& s, const pa::DeviceInfo& info);

@@ -49,6 +49,7 @@ std::vector<std::string> step_names() {
     out.push_back("grouped_mma");
     out.push_back("grouped_mma_ws");
     out.push_back("grouped_mma_bulk");
+    out.push_back("grouped_mma_units");
     return out;
 }
 
@@ -77,7 +78,7 @@ void print_table_a(const pa::RowIndex& idx) {
 void print_ladder(const pa::RowIndex& idx, const std::vector<pa::DecodeShape>& shapes) {
     std::printf("\nThe ladder: each step's L2-cold median (us; best TGS in brackets), lesson 01 first\n");
     pa::TextTable t({"shape", "lesson01", "1 thread groups", "2 wide loads", "3 grouped + ring", "3 per head + ring",
-                     "4 tensor cores", "5 copy warps", "6 bulk rows"});
+                     "4 tensor cores", "5 copy warps", "6 bulk rows", "7 unit copies"});
     auto best = [&](const std::string& shape, const std::string& prefix) {
         const auto b = idx.best_of(shape, names_of(prefix));
         return b.first == "-" ? std::string("-") : pa::strf("%.2f (%s)", b.second, b.first.substr(b.first.size() - 2).c_str());
@@ -85,7 +86,7 @@ void print_ladder(const pa::RowIndex& idx, const std::vector<pa::DecodeShape>& s
     for (const auto& s : shapes)
         t.add_row({s.name, idx.us(s.name, "naive"), best(s.name, "thread_groups"), best(s.name, "wide_loads"),
                    best(s.name, "grouped"), best(s.name, "per_head"), idx.us(s.name, "grouped_mma"),
-                   idx.us(s.name, "grouped_mma_ws"), idx.us(s.name, "grouped_mma_bulk")});
+                   idx.us(s.name, "grouped_mma_ws"), idx.us(s.name, "grouped_mma_bulk"), idx.us(s.name, "grouped_mma_units")});
     t.print();
     std::printf("(TGS in brackets: 4, 8 or 16, written as the name's last two characters)\n");
 }
@@ -118,8 +119,8 @@ void summarize(const std::vector<pa::ResultRow>& rows, const std::vector<pa::Dec
     print_ladder(idx, shapes);
     if (has_all(pa::table_c_tgs_sweep())) print_tgs_sweep(idx);
     std::printf("\nauto rule: grouped_mma_ws (then grouped_mma where its ring does not fit), except per_head_tgs4 for\n"
-                "B * Hkv < %d and for groups above 32, and grouped_mma_bulk first where grouped_mma_ws runs two CTAs\n"
-                "per SM; the first of these the GPU can run\n",
+                "B * Hkv < %d and for groups above 32; grouped_mma_bulk first where grouped_mma_ws runs two CTAs\n"
+                "per SM, and grouped_mma_units before all; the first of these the GPU can run\n",
                 lesson02::kMinGroupedCtas);
 }
 
@@ -246,7 +247,7 @@ int main(int argc, char** argv) {
     spec.extra_usage =
         "Variants (the ladder): thread_groups_tgs{4,8,16} (step 1), wide_loads_tgs{4,8,16} (step 2),\n"
         "per_head_tgs{4,8,16} and grouped_tgs{4,8,16} (step 3), grouped_mma (step 4), grouped_mma_ws (step 5),\n"
-        "grouped_mma_bulk (step 6, sm_90), auto; the measurement adds lesson 01 (naive) for comparison.\n";
+        "grouped_mma_bulk (step 6, sm_90), grouped_mma_units (step 7, sm_90), auto; the measurement adds lesson 01 (naive) for comparison.\n";
     spec.variants = lesson02::all_variants();
     pa::DecodeVariant naive = lesson01::variant();
     naive.lesson = "01";

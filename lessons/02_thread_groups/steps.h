@@ -77,3 +77,11 @@ std::string why_not(const pa::DecodeShape& s, const pa::DeviceInfo& info);
 void launch(const pa::PagedDecodeArgs& a, cudaStream_t stream);
 pa::LaunchGeometry geometry(const pa::DecodeShape& s, const pa::DeviceInfo& info);
 }  // namespace lesson02::step6
+
+// Step 7: step 6 with one bulk copy per 16-token unit of a page (8 at D 256), the mma reading
+// the tile in a unit-interleaved order; sm_90, pages of at least one unit.
+namespace lesson02::step7 {
+std::string why_not(const pa::DecodeShape& s, const pa::DeviceInfo& info);
+void launch(const pa::PagedDecodeArgs& a, cudaStream_t stream);
+pa::LaunchGeometry geometry(const pa::DecodeShape& s, const pa::DeviceInfo& info);
+}  // namespace lesson02::step7
