@@ -194,7 +194,7 @@ grouped_unit_decode_kernel(scalar_t* __restrict__ out,             // [B, H, D]
     for (int s = 0; s < num_stream_tiles; ++s) {
         const int slot = s % kStages;
         pa::mbarrier_wait(&full[slot], (s / kStages) & 1);
-        const scalar_t* buf = tiles + slot * kTile * kRow;                // [8 units][U::kUnitElems]; rows >= n are zero
+        const scalar_t* buf = tiles + slot * kTile * kRow;                // [8 units][U::kUnitElems]; V rows past the end are zero
         const int n = min(kTile, ctx - s / 2 * kTile);                    // tokens of this token tile
         float* logits = logit_bufs + (s / 2 % 2) * L::kLogitFloats;       // [HEADS_PER_CTA][kTile + 8]
 
@@ -235,8 +235,8 @@ grouped_unit_decode_kernel(scalar_t* __restrict__ out,             // [B, H, D]
         chunk_softmax<HEADS_PER_CTA, kConsumerWarps>(logits, L::kLogitStride, kTile, num_heads, m_run, l_run, alpha, red_max,
                                                red_sum);
         pa::named_barrier_sync<kConsumerBarrier, kConsumerThreads>();
-        // 3. out^T[d][h] += V_tile^T[d][t] p[h][t], 16 tokens per mma. Tokens past the end and
-        //    idle heads give p = 0 (their V rows are zero too).
+        // 3. out^T[d][h] += V_tile^T[d][t] p[h][t] over slots t, 16 per mma. Slots past the end
+        //    and idle heads give p = 0 (their V rows are zero too).
 #pragma unroll
         for (int j = 0; j < L::kPvItemsPerWarp; ++j) {
             const int item = pv_first_item + j * L::kWarpsPerSplit;
