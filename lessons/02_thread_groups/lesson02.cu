@@ -82,8 +82,7 @@ std::vector<Config> auto_preference(const pa::DecodeShape& s, const pa::DeviceIn
     if (tiny_grouped_grid || s.group() > 32) return {per_head, wide};
     std::vector<Config> prefs = {Config{Step::grouped_mma_ws}, Config{Step::grouped_mma},
                                  Config{Step::grouped, Mapping::grouped, 4}, per_head, wide};
-    const bool two_per_sm = step5::heads_per_cta(s.group()) == 8 && grouped_ctas > info.sms;  // step 5's plan
-    if (two_per_sm) prefs.insert(prefs.begin(), Config{Step::grouped_mma_bulk});
+    if (step5::ctas_per_sm(s, info) == 2) prefs.insert(prefs.begin(), Config{Step::grouped_mma_bulk});
     prefs.insert(prefs.begin(), Config{Step::grouped_mma_units});
     return prefs;
 }

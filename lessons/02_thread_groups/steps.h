@@ -62,8 +62,9 @@ std::string why_not(const pa::DecodeShape& s, const pa::DeviceInfo& info);
 void launch(const pa::PagedDecodeArgs& a, cudaStream_t stream);
 pa::LaunchGeometry geometry(const pa::DecodeShape& s, const pa::DeviceInfo& info);
 int tile_tokens(int head_size);  // tokens per staged tile (the timeline's unit)
-// The layout the shape runs at: 2 (two 3-slot rings per SM) or 1 (one deep ring); step 6's too.
-int ctas_per_sm(const pa::DecodeShape& s);
+// The layout the shape runs at on this GPU: 2 (two 3-slot rings per SM) or 1 (one deep ring);
+// steps 6 and 7 run the same.
+int ctas_per_sm(const pa::DecodeShape& s, const pa::DeviceInfo& info);
 // The timeline build (common/timeline.h): the launch `launch` makes, with the kernel's
 // TIMELINE build writing timeline[B * Hkv][timeline_stride]. "" if it can run the shape.
 std::string timeline_why_not(const pa::DecodeShape& s, const pa::DeviceInfo& info);

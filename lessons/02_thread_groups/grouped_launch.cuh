@@ -1,0 +1,85 @@
+// Host side shared by steps 5, 6 and 7: one CTA of kMmaThreads per (sequence, KV head),
+// MmaLayout's shared memory, the same layout rule. Each step's .cu names its kernel family
+// (a struct whose kernel<T, D, HEADS, CTAS_PER_SM>() is the instantiation) and includes this
+// header, so that each family still compiles once, in its own file.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <string>
+
+#include "cuda_check.cuh"
+#include "decode_args.h"
+#include "decode_driver.cuh"
+#include "dispatch.cuh"
+#include "launch_utils.cuh"
+#include "step5_warp_specialized.cuh"  // MmaLayout, kMmaThreads
+#include "table.h"
+
+namespace lesson02 {
+
+// Every instantiation of a family: dtype x D {64, 128, 256} x heads per CTA {8, 16, 32} x CTAs
+// per SM, two per SM only for one 8-head column block (with 16 or 32 heads the logits and q
+// leave too little shared memory for two rings). Calls f(kernel, smem bytes) and returns true,
+// or returns false when the combination was not built.
+template <class Family, class F>
+bool with_grouped_kernel(pa::DType t, int D, int heads, int ctas_per_sm, F&& f) {
+    if (ctas_per_sm == 2 && heads != 8) return false;
+    return pa::dispatch_dtype(t, [&](auto tag) {
+        using T = typename decltype(tag)::type;
+        return pa::dispatch_int<64, 128, 256>(D, [&](auto d) {
+            return pa::dispatch_int<8, 16, 32>(heads, [&](auto n) {
+                return pa::dispatch_int<1, 2>(ctas_per_sm, [&](auto c) {
+                    if constexpr (c.value == 2 && n.value != 8) {
+                        return false;
+                    } else {
+                        f(Family::template kernel<T, d.value, n.value, c.value>(),
+                          MmaLayout<d.value, n.value, c.value>::kSmemBytes);
+                        return true;
+                    }
+                });
+            });
+        });
+    });
+}
+
+// Launches a kernel of the family on grid (Hkv, B).
+template <class Kernel>
+void launch_grouped(Kernel kernel, int smem, const pa::PagedDecodeArgs& a, cudaStream_t stream) {
+    using T = typename pa::KernelScalar<Kernel>::type;
+    pa::opt_in_max_dynamic_smem(reinterpret_cast<const void*>(kernel));
+    kernel<<<dim3(a.Hkv, a.B), kMmaThreads, smem, stream>>>(
+        static_cast<T*>(a.out), static_cast<const T*>(a.q), static_cast<const T*>(a.k_cache),
+        static_cast<const T*>(a.v_cache), a.block_table, a.context_lens, a.H, a.Hkv, a.H / a.Hkv, a.block_size,
+        a.max_blocks_per_seq, a.scale);
+    CUDA_CHECK_LAUNCH();
+}
+
+template <class Kernel>
+pa::LaunchGeometry grouped_geometry(Kernel kernel, int smem, const pa::DecodeShape& s) {
+    const void* k = reinterpret_cast<const void*>(kernel);
+    pa::opt_in_max_dynamic_smem(k);
+    pa::LaunchGeometry g;
+    g.ctas = static_cast<long long>(s.Hkv) * s.B;
+    g.threads = kMmaThreads;
+    g.smem_bytes = smem;
+    CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&g.ctas_per_sm, k, g.threads, g.smem_bytes));
+    return g;
+}
+
+// Steps 6 and 7 (bulk copies): "" when this GPU is sm_90 and the family's kernel for the shape
+// was built with sm_90 code; else one line saying why not.
+template <class Family>
+std::string needs_sm90(const pa::DecodeShape& s, int heads, int ctas_per_sm, const pa::DeviceInfo& info) {
+    if (info.cc_major < 9)
+        return pa::strf("copies with cp.async.bulk, which needs sm_90; this GPU (%s) is sm_%d%d (step 5 runs here)",
+                        info.name.c_str(), info.cc_major, info.cc_minor);
+    int ptx = 0;
+    with_grouped_kernel<Family>(s.dtype, s.D, heads, ctas_per_sm,
+                                [&](auto kernel, int) { ptx = pa::ptx_version(reinterpret_cast<const void*>(kernel)); });
+    if (ptx < 90)
+        return pa::strf("this build has no sm_90 code for it (compute_%d; build with CMAKE_CUDA_ARCHITECTURES 90a)", ptx);
+    return "";
+}
+
+}  // namespace lesson02
