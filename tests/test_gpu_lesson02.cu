@@ -134,6 +134,11 @@ TEST_CASE("lesson02 grouped_mma_ws and grouped_mma_bulk with two CTAs per SM (gr
     // a grid that fits the GPU, and 16 heads a CTA: one CTA per SM
     CHECK(lesson02::step5::geometry(pa::make_shape("fits", 8, 1, std::vector<int>(info.sms, 100)), info).ctas_per_sm == 1);
     CHECK(lesson02::step5::geometry(pa::make_shape("g16", 16, 1, std::vector<int>(info.sms + 1, 100)), info).ctas_per_sm == 1);
+    if (names.size() > 1) {  // step 7: the shallow ring once the grid covers 90 % of the SMs, the deep one below
+        CHECK(lesson02::step7::geometry(pa::make_shape("fits", 8, 1, std::vector<int>(info.sms, 100)), info).ctas_per_sm == 2);
+        CHECK(lesson02::step7::geometry(pa::make_shape("half", 8, 1, std::vector<int>(info.sms / 2, 100)), info).ctas_per_sm == 1);
+        CHECK(lesson02::step7::ctas_per_sm(pa::make_shape("g16", 16, 1, std::vector<int>(info.sms, 100)), info) == 1);
+    }
     const int dims[] = {64, 128, 256};
     const int groups[] = {1, 2, 8};
     int runs = 0;
@@ -147,7 +152,10 @@ TEST_CASE("lesson02 grouped_mma_ws and grouped_mma_bulk with two CTAs per SM (gr
                     pa::make_shape("two-per-sm-D" + std::to_string(D) + "-g" + std::to_string(group), Hkv * group, Hkv, ctx, D, 16, t);
                 INFO(s.name << " " << pa::dtype_name(t));
                 CHECK(lesson02::step5::geometry(s, info).ctas_per_sm == 2);
-                if (names.size() == 2) CHECK(lesson02::step6::geometry(s, info).ctas_per_sm == 2);
+                if (names.size() > 1) {
+                    CHECK(lesson02::step6::geometry(s, info).ctas_per_sm == 2);
+                    CHECK(lesson02::step7::geometry(s, info).ctas_per_sm == 2);
+                }
                 const pa::DecodeProblem p = pa::make_decode_problem(s, kSeed + 4);
                 pa::DeviceDecodeProblem dev(p);
                 const auto want = pa::reference::softmax_decode(p);

@@ -28,6 +28,27 @@ lesson03::SplitPlan even(int splits, bool head_rows = false) {
     return p;
 }
 
+lesson03::SplitPlan units(lesson03::SplitPlan p) {
+    p.units = true;
+    return p;
+}
+
+// Unit copies run on sm_90 in a build with sm_90 code; elsewhere they are refused, by name.
+bool units_run_here(const pa::DeviceInfo& info) {
+    const std::string why = lesson03::why_not(units(fixed(256)), pa::make_shape("probe", 8, 1, {1000}), info);
+    if (!why.empty()) {
+        INFO(why);
+        CHECK(why.find("sm_90") != std::string::npos);
+    }
+    return why.empty();
+}
+
+// The unit copies' documented refusals: off sm_90, and pages smaller than a 16-token unit
+// (D 64 and 128; a unit is 8 tokens at D 256).
+bool units_may_refuse(const pa::DecodeShape& s, const pa::DeviceInfo& info) {
+    return !units_run_here(info) || (s.D != 256 && s.block_size < 16);
+}
+
 void check_plan_on(const lesson03::SplitPlan& plan, const pa::DecodeShape& s, uint64_t seed, int launches = 1) {
     const pa::DeviceInfo info = pa::testing::gpu_for_test();
     const pa::DecodeVariant v = lesson03::variant(plan);
@@ -45,21 +66,27 @@ void check_plan_on(const lesson03::SplitPlan& plan, const pa::DecodeShape& s, ui
 
 }  // namespace
 
-TEST_CASE("lesson03 split-k at partitions 32..512, fused and not, matches the reference on 40 random cases (seed 20250303)",
+TEST_CASE("lesson03 split-k at partitions 32..512, fused and not, unit copies, matches the reference on 40 random cases (seed 20250303)",
           "[gpu][lesson03]") {
     std::vector<pa::DecodeVariant> variants;
     for (int size : {32, 64, 256, 512}) variants.push_back(lesson03::variant(fixed(size)));
     for (int size : {32, 128}) variants.push_back(lesson03::variant(fixed(size, true)));
     variants.push_back(lesson03::variant(even(8)));
+    for (int size : {32, 128, 512}) variants.push_back(lesson03::variant(units(fixed(size))));
+    variants.push_back(lesson03::variant(units(fixed(128, true))));
     variants.push_back(lesson03::auto_variant());
+    const pa::DeviceInfo info = pa::testing::gpu_for_test();
     pa::testing::RandomCheckOptions o;
-    o.may_refuse = [](const pa::DecodeVariant&, const pa::DecodeShape& s) { return s.group() > 32; };
+    o.may_refuse = [&](const pa::DecodeVariant& v, const pa::DecodeShape& s) {
+        return s.group() > 32 || (v.name.find("units") != std::string::npos && units_may_refuse(s, info));
+    };
     const auto r = pa::testing::check_variants_on_random_cases(variants, kSeed, 40, {}, o);
     CHECK(r.checked >= 40 * 8);
     CHECK(r.passed == r.checked);
 }
 
-TEST_CASE("lesson03 every segment count 1..64, 256 and 1024 (partition 32), and ctx 513 (17 segments)", "[gpu][lesson03]") {
+TEST_CASE("lesson03 every segment count 1..64, 256 and 1024 (partition 32, rows and units), and ctx 513 (17 segments)",
+          "[gpu][lesson03]") {
     std::vector<int> counts;
     for (int n = 1; n <= 64; ++n) counts.push_back(n);
     counts.push_back(256);
@@ -73,6 +100,10 @@ TEST_CASE("lesson03 every segment count 1..64, 256 and 1024 (partition 32), and 
                                                  n % 2 ? pa::DType::bf16 : pa::DType::fp16);
         check_plan_on(fixed(32), s, kSeed + n);
         if (n % 8 == 1) check_plan_on(fixed(32, true), s, kSeed + n, 2);
+        if (units_run_here(pa::testing::gpu_for_test())) {  // two units a partition; the last one partly past the end
+            check_plan_on(units(fixed(32)), s, kSeed + n);
+            if (n % 8 == 3) check_plan_on(units(fixed(32, true)), s, kSeed + n, 2);
+        }
     }
     check_plan_on(fixed(32), pa::make_shape("ctx513", 8, 2, {513}, 128, 16, pa::DType::bf16), kSeed);
 }
@@ -88,6 +119,11 @@ TEST_CASE("lesson03 mixed lengths: short sequences leave sentinel partitions; ev
                 check_plan_on(fixed(256), s, kSeed + bs + D);
                 check_plan_on(fixed(64, true), s, kSeed + bs + D, 2);
                 check_plan_on(even(8), s, kSeed + bs + D);
+                if (!units_may_refuse(s, pa::testing::gpu_for_test())) {
+                    check_plan_on(units(fixed(256)), s, kSeed + bs + D);
+                    check_plan_on(units(fixed(128, true)), s, kSeed + bs + D, 2);
+                    check_plan_on(units(even(8)), s, kSeed + bs + D);
+                }
             }
 }
 
@@ -95,6 +131,10 @@ TEST_CASE("lesson03 contexts up to 131072 tokens, groups 1, 8 and 32", "[gpu][le
     check_plan_on(fixed(512), pa::make_shape("ctx128k-g8", 8, 1, {131072}, 128, 16, pa::DType::bf16), kSeed);
     check_plan_on(fixed(512, true) , pa::make_shape("ctx100k-g32", 32, 1, {100003, 7}, 128, 16, pa::DType::fp16), kSeed, 2);
     check_plan_on(fixed(128), pa::make_shape("ctx65k-g1", 4, 4, {65537}, 128, 32, pa::DType::fp16), kSeed);
+    if (units_run_here(pa::testing::gpu_for_test())) {
+        check_plan_on(units(fixed(8192)), pa::make_shape("ctx128k-g8", 8, 1, {131072, 8191}, 128, 16, pa::DType::fp16), kSeed);
+        check_plan_on(units(fixed(512, true)), pa::make_shape("ctx65k-g1", 4, 4, {65537}, 128, 32, pa::DType::bf16), kSeed, 2);
+    }
 }
 
 TEST_CASE("lesson03 head rows: groups 12, 16, 20 and 32, partitions 32..512, fused and even splits, every page size",
@@ -133,4 +173,17 @@ TEST_CASE("lesson03 refuses what it cannot run, by name", "[gpu][lesson03]") {
     const lesson03::Choice c = lesson03::auto_choice(g32_d256_long, info);
     CHECK_FALSE(c.plan.head_rows);
     CHECK(c.split == lesson03::why_not(fixed(128), g32_d256_long, info).empty());
+    // unit copies: not with head rows; pages of 8 are smaller than a unit at D 128 (auto copies rows there)
+    const pa::DecodeShape g12 = pa::make_shape("g12", 12, 1, {4096}, 128, 16, pa::DType::fp16);
+    CHECK(lesson03::why_not(units(fixed(256, false, true)), g12, info).find("head rows") != std::string::npos);
+    const pa::DecodeShape pages8 = pa::make_shape("pages8", 8, 1, {4096}, 128, 8, pa::DType::fp16);
+    if (units_run_here(info)) {
+        CHECK(lesson03::why_not(units(fixed(256)), pages8, info).find("16-token unit") != std::string::npos);
+        CHECK(lesson03::why_not(units(fixed(256)), pa::make_shape("D256-pages8", 8, 1, {4096}, 256, 8, pa::DType::fp16), info)
+                  .empty());
+        CHECK(lesson03::auto_choice(pa::make_shape("pages16", 8, 1, {4096}, 128, 16, pa::DType::fp16), info).plan.units);
+    }
+    const lesson03::Choice c8 = lesson03::auto_choice(pages8, info);
+    CHECK(c8.split);
+    CHECK_FALSE(c8.plan.units);
 }

@@ -150,19 +150,26 @@ TEST_CASE("single-pass/split-k rules decide as stated", "[cpu][split_k]") {
     const lesson03::Choice mha = lesson03::our_rule(facts(1, 32, 32, 1024));
     CHECK(mha.plan.partition_size == 128);  // 32 * 8 = 256 CTAs >= 237.6 (two per SM)
     CHECK(mha.plan.fused);
+    CHECK(mha.plan.units);  // the partition kernel, a tile a partition: unit copies
+    CHECK_FALSE(lesson03::our_rule(facts(1, 12, 2, 512)).plan.units);   // partitions of 64: half a tile
+    CHECK_FALSE(lesson03::our_rule(facts(16, 32, 1, 4096)).plan.units);  // head rows copy rows
     CHECK(lesson03::our_rule(facts(1, 64, 8, 4096)).plan.partition_size == 256);     // group 8: 256 at least
     CHECK(lesson03::our_rule(facts(4, 64, 8, 2048)).plan.partition_size == 256);     // 32 * 8 = 256 CTAs
     CHECK_FALSE(lesson03::our_rule(facts(4, 64, 8, 2048)).plan.fused);
-    CHECK(lesson03::our_rule(facts(1, 64, 8, 131072)).plan.partition_size == 4096);  // long: 8 * 32 = 256
+    CHECK(lesson03::our_rule(facts(1, 64, 8, 131072)).plan.partition_size == 8192);  // long: one per SM, 8 * 16 = 128
     CHECK(lesson03::our_rule(facts(1, 12, 2, 512)).plan.partition_size == 64);       // short: 8 pieces of 64
-    CHECK(lesson03::our_rule(facts(1, 28, 4, 4096)).plan.partition_size == 128);
+    CHECK(lesson03::our_rule(facts(1, 28, 4, 4096)).plan.partition_size == 256);     // at least 4096 / 16
+    CHECK(lesson03::our_rule(facts(1, 28, 4, 2048)).plan.partition_size == 128);
     CHECK(lesson03::our_rule(facts(1, 32, 1, 4096)).plan.partition_size == 128);     // MQA B1: as small as allowed
     CHECK_FALSE(lesson03::our_rule(facts(1, 12, 2, 128)).split);  // one partition of 128: nothing to split
     CHECK_FALSE(lesson03::our_rule(facts(1, 32, 32, 64)).split);
-    // a batch of mixed lengths: split even with a full grid, partitions of at most 512
+    // a batch of mixed lengths: split even with a full grid, partitions of at most 2048
     lesson03::ShapeFacts mixed = facts(16, 64, 8, 32768);
     mixed.total_ctx = 107000;
     const lesson03::Choice m = lesson03::our_rule(mixed);
     CHECK(m.split);
-    CHECK(m.plan.partition_size == 512);
+    CHECK(m.plan.partition_size == 2048);
+    mixed.max_ctx = 4096;  // fewer tokens: 2048 gives (10 + 15) * 8 = 200 CTAs, 1024 gives 280 >= 237.6
+    mixed.total_ctx = 20000;
+    CHECK(lesson03::our_rule(mixed).plan.partition_size == 1024);
 }

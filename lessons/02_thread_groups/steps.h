@@ -63,7 +63,7 @@ void launch(const pa::PagedDecodeArgs& a, cudaStream_t stream);
 pa::LaunchGeometry geometry(const pa::DecodeShape& s, const pa::DeviceInfo& info);
 int tile_tokens(int head_size);  // tokens per staged tile (the timeline's unit)
 // The layout the shape runs at on this GPU: 2 (two 3-slot rings per SM) or 1 (one deep ring);
-// steps 6 and 7 run the same.
+// step 6 runs the same (step 7 has its own rule).
 int ctas_per_sm(const pa::DecodeShape& s, const pa::DeviceInfo& info);
 // The timeline build (common/timeline.h): the launch `launch` makes, with the kernel's
 // TIMELINE build writing timeline[B * Hkv][timeline_stride]. "" if it can run the shape.
@@ -82,6 +82,10 @@ pa::LaunchGeometry geometry(const pa::DecodeShape& s, const pa::DeviceInfo& info
 // Step 7: step 6 with one bulk copy per 16-token unit of a page (8 at D 256), the mma reading
 // the tile in a unit-interleaved order; sm_90, pages of at least one unit.
 namespace lesson02::step7 {
+// Step 5's layout rule, and the shallow ring (the two-per-SM layout, 3 slots) also when one
+// 8-head column block's grid covers 90 % of the SMs: with every SM streaming, a 6-slot ring
+// of unit copies puts more bytes in flight than the memory serves best (README, step 7).
+int ctas_per_sm(const pa::DecodeShape& s, const pa::DeviceInfo& info);
 std::string why_not(const pa::DecodeShape& s, const pa::DeviceInfo& info);
 void launch(const pa::PagedDecodeArgs& a, cudaStream_t stream);
 pa::LaunchGeometry geometry(const pa::DecodeShape& s, const pa::DeviceInfo& info);

@@ -21,19 +21,21 @@ namespace {
 // x fused, with the layout plan_launch takes: two CTAs per SM for 8 heads, one for 16 and 32. Calls f(kernel, smem bytes)
 // and returns true, or false when the combination was not built.
 template <bool FUSED, class F>
-bool with_partition_kernel(pa::DType t, int D, int heads, int ctas_per_sm, F&& f) {
+bool with_partition_kernel(pa::DType t, int D, int heads, int ctas_per_sm, bool units, F&& f) {
     return pa::dispatch_dtype(t, [&](auto tag) {
         using T = typename decltype(tag)::type;
         return pa::dispatch_int<64, 128, 256>(D, [&](auto d) {
             return pa::dispatch_int<8, 16, 32>(heads, [&](auto n) {
                 return pa::dispatch_int<1, 2>(ctas_per_sm, [&](auto c) {
-                    if constexpr ((c.value == 2) != (n.value == 8)) {
-                        return false;
-                    } else {
-                        f(split_k_partition_kernel<T, d.value, n.value, c.value, FUSED>,
-                          MmaLayout<d.value, n.value, c.value>::kSmemBytes);
-                        return true;
-                    }
+                    return pa::dispatch_int<0, 1>(units ? 1 : 0, [&](auto u) {
+                        if constexpr ((c.value == 2) != (n.value == 8)) {
+                            return false;
+                        } else {
+                            f(split_k_partition_kernel<T, d.value, n.value, c.value, FUSED, u.value == 1>,
+                              MmaLayout<d.value, n.value, c.value>::kSmemBytes);
+                            return true;
+                        }
+                    });
                 });
             });
         });
@@ -100,7 +102,7 @@ Launch plan_launch(const SplitPlan& p, int B, int H, int Hkv, int partitions) {
 template <bool FUSED, class F>
 bool with_plan_kernel(const SplitPlan& p, pa::DType t, int D, const Launch& l, F&& f) {
     if (p.head_rows) return l.heads != 0 && with_head_rows_kernel<FUSED>(t, D, l.heads, f);
-    return with_partition_kernel<FUSED>(t, D, l.heads, l.ctas_per_sm, f);
+    return with_partition_kernel<FUSED>(t, D, l.heads, l.ctas_per_sm, p.units, f);
 }
 
 size_t plan_smem(const SplitPlan& p, pa::DType t, int D, const Launch& l) {
@@ -184,9 +186,22 @@ std::string why_not(const SplitPlan& p, const pa::DecodeShape& s, const pa::Devi
     if (p.head_rows && head_rows_of(s.group()) == 0)
         return pa::strf("head rows are for groups of 9 to 32 query heads (a 16-row mma block); group %d runs split_k_<P>",
                         s.group());
+    if (p.units && p.head_rows) return "unit copies are for the partition kernel; head rows copy rows";
+    if (p.units && info.cc_major < 9)
+        return pa::strf("unit copies use cp.async.bulk, which needs sm_90; this GPU (%s) is sm_%d%d (split_k_<P> runs here)",
+                        info.name.c_str(), info.cc_major, info.cc_minor);
+    if (p.units && s.D != 256 && s.block_size < 16)
+        return pa::strf("unit copies need pages of at least one 16-token unit at D %d; these have %d tokens", s.D,
+                        s.block_size);
     const Launch l = plan_launch(p, s.B, s.H, s.Hkv, grid_partitions(p, s.max_ctx()));
     const size_t need = plan_smem(p, s.dtype, s.D, l);
     if (need == 0) return pa::strf("no %s kernel built for D %d", p.head_rows ? "head-row" : "partition", s.D);
+    if (p.units) {
+        int ptx = 0;
+        with_plan_kernel<false>(p, s.dtype, s.D, l, [&](auto kernel, int) { ptx = pa::ptx_version(reinterpret_cast<const void*>(kernel)); });
+        if (ptx < 90)
+            return pa::strf("this build has no sm_90 code for unit copies (compute_%d; build with CMAKE_CUDA_ARCHITECTURES 90a)", ptx);
+    }
     if (info.smem_per_block_optin > 0 && need + 1024 > static_cast<size_t>(info.smem_per_block_optin))
         return pa::strf("stages K/V through %zu KiB of shared memory per CTA; this GPU (%s) gives %d KiB", need / 1024,
                         info.name.c_str(), info.smem_per_block_optin / 1024);
@@ -250,6 +265,7 @@ ShapeFacts facts_of(const pa::DecodeShape& s, int sms) {
 Choice auto_choice(const pa::DecodeShape& s, const pa::DeviceInfo& info) {
     Choice c = our_rule(facts_of(s, info.sms));
     if (c.split && c.plan.head_rows && !why_not(c.plan, s, info).empty()) c.plan.head_rows = false;
+    if (c.split && c.plan.units && !why_not(c.plan, s, info).empty()) c.plan.units = false;
     if (c.split && why_not(c.plan, s, info).empty()) return c;
     return Choice{};
 }
@@ -310,6 +326,13 @@ std::vector<pa::DecodeVariant> bench_variants() {
     for (int size : {64, 128, 256, 512, 1024, 4096}) out.push_back(variant(fixed(size)));
     for (int size : {128, 512}) out.push_back(variant(fixed(size, true)));
     for (int size : {64, 128, 256, 512, 1024}) out.push_back(variant(fixed(size, false, true)));  // groups of 9..32 only
+    for (int size : {64, 128, 256, 512, 1024, 2048, 4096, 8192}) {
+        SplitPlan u = fixed(size);
+        u.units = true;
+        out.push_back(variant(u));
+        u.fused = true;
+        if (size == 128 || size == 512) out.push_back(variant(u));
+    }
     out.push_back(even_variant());
     out.push_back(auto_variant());
     return out;
@@ -321,8 +344,11 @@ std::vector<pa::DecodeVariant> check_only_variants() {
     even8.splits = 8;
     SplitPlan rows_even8 = even8;
     rows_even8.head_rows = true;
+    SplitPlan units32 = fixed(32), units_fused32 = fixed(32, true), units_even8 = even8;
+    units32.units = units_fused32.units = units_even8.units = true;
     return {variant(fixed(32)), variant(fixed(32, true)), variant(even8),
-            variant(fixed(32, false, true)), variant(fixed(32, true, true)), variant(rows_even8)};
+            variant(fixed(32, false, true)), variant(fixed(32, true, true)), variant(rows_even8),
+            variant(units32), variant(units_fused32), variant(units_even8)};
 }
 
 std::vector<pa::DecodeShape> bench_shapes() {

@@ -34,12 +34,14 @@
 #include <cuda_runtime.h>
 
 #include <cstdint>
+#include <type_traits>
 
 #include "device_math.cuh"
 #include "mbarrier.cuh"
 #include "mma.cuh"
 #include "split_plan.h"
 #include "step3_grouped.cuh"  // lesson 02: chunk_softmax, tile_tokens, tile_row_elems
+#include "step7_unit_copies.cuh"  // lesson 02: UnitTile, UnitProducer
 
 namespace lesson03 {
 
@@ -165,6 +167,14 @@ struct TileProducer {
     }
 };
 
+// The order in which the mma reads a staged tile: slot s is row s (TileProducer's tiles), or
+// lesson 02's step 7 order (UnitProducer's tiles: row s / 8 of unit s % 8).
+template <int HEAD_SIZE>
+struct RowOrder {
+    __host__ __device__ static constexpr int slot_offset(int s) { return s * tile_row_elems(HEAD_SIZE); }
+    __host__ __device__ static constexpr int token_of(int s) { return s; }
+};
+
 // The partition of sequence `seq` that CTA z covers: tokens [t_begin, t_end), empty when
 // t_begin >= ctx. Fixed size, or ctx split `splits` ways in multiples of 32 tokens.
 __device__ __forceinline__ int partition_tokens(int ctx, int partition_size, int splits) {
@@ -199,7 +209,9 @@ __device__ __forceinline__ void merge_partitions(scalar_t* __restrict__ out, con
 
 // Grid (Hkv, B, max_partitions): blockIdx.z is the partition. FUSED: the last partition CTA
 // of a (sequence, KV head) to finish merges; counters [B * Hkv] start at 0 and are left at 0.
-template <class scalar_t, int HEAD_SIZE, int HEADS_PER_CTA, int CTAS_PER_SM, bool FUSED>
+// UNITS (sm_90): lesson 02's step 7 producers, one bulk copy per 16-token unit of a page; the
+// consumers read the tile in its unit order and give slots past the partition's end -inf.
+template <class scalar_t, int HEAD_SIZE, int HEADS_PER_CTA, int CTAS_PER_SM, bool FUSED, bool UNITS>
 __global__ void __launch_bounds__(kMmaThreads, CTAS_PER_SM)
 split_k_partition_kernel(scalar_t* __restrict__ out,             // [B, H, D] (FUSED only)
                          const scalar_t* __restrict__ q,         // [B, H, D]
@@ -214,6 +226,7 @@ split_k_partition_kernel(scalar_t* __restrict__ out,             // [B, H, D] (F
     constexpr int kRow = L::kRow;
     constexpr int kTile = L::kTile;
     constexpr int kStages = L::kStages;
+    using Order = std::conditional_t<UNITS, lesson02::UnitTile<HEAD_SIZE>, RowOrder<HEAD_SIZE>>;
 
     const int seq = blockIdx.y;
     const int kv_head = blockIdx.x;
@@ -271,6 +284,23 @@ split_k_partition_kernel(scalar_t* __restrict__ out,             // [B, H, D] (F
     }
     __syncthreads();  // the last CTA-wide barrier: from here on the two roles only meet at full/empty
 
+    if (UNITS && threadIdx.x >= kConsumerThreads) {
+        // Producers, lesson 02's step 7: the partition's pages as a sequence of their own
+        // (t_begin is a multiple of 32 tokens, so of the page size too).
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900  // bulk copies: sm_90 (why_not keeps other GPUs away)
+        lesson02::UnitProducer<scalar_t, HEAD_SIZE> producer(threadIdx.x - kConsumerThreads, k_cache, v_cache,
+                                                             seq_pages + t_begin / block_size, Hkv, kv_head, block_size,
+                                                             t_end - t_begin);
+        for (int s = 0; s < num_stream_tiles; ++s) {
+            const int slot = s % kStages;
+            if (s >= kStages) pa::mbarrier_wait(&empty[slot], (s / kStages + 1) & 1);
+            producer.issue(tiles + slot * kTile * kRow, s, &full[slot]);
+        }
+#else
+        __trap();
+#endif
+        return;  // the consumers wait for every byte before the CTA ends
+    }
     if (threadIdx.x >= kConsumerThreads) {
         // Producers. Slot s % kStages is reused once the consumers have released its previous
         // tile (use s / kStages - 1 of `empty`). A producer announces tile s - kLag once its
@@ -329,7 +359,7 @@ split_k_partition_kernel(scalar_t* __restrict__ out,             // [B, H, D] (F
     for (int s = 0; s < num_stream_tiles; ++s) {
         const int slot = s % kStages;
         pa::mbarrier_wait(&full[slot], (s / kStages) & 1);
-        const scalar_t* buf = tiles + slot * kTile * kRow;                // [kTile][kRow], rows >= n are zero
+        const scalar_t* buf = tiles + slot * kTile * kRow;                // [kTile][kRow] in Order, V rows past the end are zero
         const int n = min(kTile, t_end - t_begin - s / 2 * kTile);        // tokens of this token tile
         float* logits = logit_bufs + (s / 2 % 2) * L::kLogitFloats;       // [HEADS_PER_CTA][kTile + 8]
 
@@ -337,27 +367,26 @@ split_k_partition_kernel(scalar_t* __restrict__ out,             // [B, H, D] (F
             // 1. logits[h][t] = scale * (K_tile[t] . q[h]), one 16-token x 8-head block per warp and step.
             for (int item = warp; item < L::kQkItems; item += kConsumerWarps) {
                 const int mt = item % L::kKSteps, nt = item / L::kKSteps;
-                if (mt * 16 >= n) continue;  // the whole block is past the sequence's end
+                if (!UNITS && mt * 16 >= n) continue;  // the whole block is past the sequence's end
                 float cf[2][4] = {};         // two partial sums: the mma chain is half as long
 #pragma unroll
                 for (int ks = 0; ks < HEAD_SIZE / 16; ++ks) {
                     uint32_t a[4], b[2];
-                    // A: tokens mt*16 + (lane % 16), dims ks*16 + (lane / 16) * 8 .. + 8
-                    pa::ldmatrix_x4(a, buf + (mt * 16 + lane % 16) * kRow + ks * 16 + lane / 16 * 8);
+                    // A: slots mt*16 + (lane % 16), dims ks*16 + (lane / 16) * 8 .. + 8
+                    pa::ldmatrix_x4(a, buf + Order::slot_offset(mt * 16 + lane % 16) + ks * 16 + lane / 16 * 8);
                     // B: heads nt*8 + (lane % 8), dims ks*16 + (lane / 8 % 2) * 8 .. + 8
                     pa::ldmatrix_x2(b, q_tile + (nt * 8 + lane % 8) * kRow + ks * 16 + lane / 8 % 2 * 8);
                     pa::mma_16816<scalar_t>(cf[ks % 2], a, b);
                 }
+                // logits are kept by slot; a slot whose token is past the end gets -inf (UNITS:
+                // the softmax runs over the whole tile, and gives it p = 0)
                 const int t = mt * 16 + g, h = nt * 8 + 2 * c;
                 float* row0 = logits + h * L::kLogitStride;  // logits[h][.], then logits[h + 1][.]
-                if (t < n) {
-                    row0[t] = (cf[0][0] + cf[1][0]) * scale;
-                    row0[L::kLogitStride + t] = (cf[0][1] + cf[1][1]) * scale;
-                }
-                if (t + 8 < n) {
-                    row0[t + 8] = (cf[0][2] + cf[1][2]) * scale;
-                    row0[L::kLogitStride + t + 8] = (cf[0][3] + cf[1][3]) * scale;
-                }
+                const bool on0 = Order::token_of(t) < n, on8 = Order::token_of(t + 8) < n;
+                row0[t] = on0 ? (cf[0][0] + cf[1][0]) * scale : -INFINITY;
+                row0[L::kLogitStride + t] = on0 ? (cf[0][1] + cf[1][1]) * scale : -INFINITY;
+                row0[t + 8] = on8 ? (cf[0][2] + cf[1][2]) * scale : -INFINITY;
+                row0[L::kLogitStride + t + 8] = on8 ? (cf[0][3] + cf[1][3]) * scale : -INFINITY;
             }
             pa::mbarrier_arrive(&empty[slot]);  // this thread is done with the K tile
             continue;
@@ -369,8 +398,8 @@ split_k_partition_kernel(scalar_t* __restrict__ out,             // [B, H, D] (F
         //    buffer), and the token tile after that waits at this barrier of the next tile,
         //    which every warp reaches only after its PV here.
         pa::named_barrier_sync<kConsumerBarrier, kConsumerThreads>();
-        chunk_softmax<HEADS_PER_CTA, kConsumerWarps>(logits, L::kLogitStride, n, num_heads, m_run, l_run, alpha, red_max,
-                                               red_sum);
+        chunk_softmax<HEADS_PER_CTA, kConsumerWarps>(logits, L::kLogitStride, UNITS ? kTile : n, num_heads, m_run, l_run,
+                                                     alpha, red_max, red_sum);
         pa::named_barrier_sync<kConsumerBarrier, kConsumerThreads>();
         // 3. out^T[d][h] += V_tile^T[d][t] p[h][t], 16 tokens per mma. Tokens past the end and
         //    idle heads give p = 0 (their V rows are zero too).
@@ -390,14 +419,15 @@ split_k_partition_kernel(scalar_t* __restrict__ out,             // [B, H, D] (F
             const bool head_on = h_p < num_heads;
             auto p_pair = [&](int t) {  // p[h_p][t], p[h_p][t + 1] (t even) as one operand register
                 const float2 pp = *reinterpret_cast<const float2*>(prow + t);
-                return pa::pack2(head_on && t < n ? pp.x : 0.f, head_on && t + 1 < n ? pp.y : 0.f, scalar_t{});
+                const bool in0 = UNITS || t < n, in1 = UNITS || t + 1 < n;  // UNITS: p = 0 past the end already
+                return pa::pack2(head_on && in0 ? pp.x : 0.f, head_on && in1 ? pp.y : 0.f, scalar_t{});
             };
 #pragma unroll
             for (int kk = 0; kk < L::kKStepsPerSplit; ++kk) {  // steps past the end add zeros: no early exit
                 const int ks = pv_split * L::kKStepsPerSplit + kk;
                 uint32_t a[4], b[2];
-                // A = V^T: tokens ks*16 + (lane % 8) + (lane / 16) * 8, dims mt*16 + (lane / 8 % 2) * 8 .. + 8
-                pa::ldmatrix_x4_trans(a, buf + (ks * 16 + lane % 8 + lane / 16 * 8) * kRow + mt * 16 + lane / 8 % 2 * 8);
+                // A = V^T: slots ks*16 + (lane % 8) + (lane / 16) * 8, dims mt*16 + (lane / 8 % 2) * 8 .. + 8
+                pa::ldmatrix_x4_trans(a, buf + Order::slot_offset(ks * 16 + lane % 8 + lane / 16 * 8) + mt * 16 + lane / 8 % 2 * 8);
                 const int t = ks * 16 + 2 * c;
                 b[0] = p_pair(t);
                 b[1] = p_pair(t + 8);

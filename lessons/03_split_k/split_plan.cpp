@@ -52,7 +52,7 @@ int grid_partitions(const SplitPlan& p, int max_ctx) {
 }
 
 std::string plan_name(const SplitPlan& p) {
-    const std::string rows = p.head_rows ? "rows_" : "";
+    const std::string rows = std::string(p.head_rows ? "rows_" : "") + (p.units ? "units_" : "");
     if (p.splits > 0) return "split_k_" + rows + "even" + std::to_string(p.splits);
     return "split_k_" + rows + (p.fused ? "fused_" : "") + std::to_string(p.partition_size);
 }
@@ -60,6 +60,8 @@ std::string plan_name(const SplitPlan& p) {
 namespace {
 
 constexpr int kPostPartition = 512;  // the posts' and vLLM's PARTITION_SIZE
+constexpr long long kLongPartition = 4096;  // our rule: one CTA per SM suffices from here
+constexpr long long kMixedLargest = 2048;   // our rule: the largest partition of a batch of mixed lengths
 
 Choice split_at(int partition_size, bool split) {
     Choice c;
@@ -101,20 +103,28 @@ Choice our_rule(const ShapeFacts& f) {
     const long long ctas = static_cast<long long>(f.B) * f.Hkv;
     const int group = f.H / f.Hkv;
     const bool even_batch = f.max_ctx * static_cast<long long>(f.B) <= 2 * f.total_ctx;
+    const bool head_rows = group > 8 && group <= 32;
     Choice c;
     if (ctas >= 0.9 * f.sms && even_batch) return c;
-    // one 8-head column block (groups up to 8) runs two partition CTAs per SM
+    // one 8-head column block (groups up to 8) runs two partition CTAs per SM; a partition of
+    // kLongPartition tokens or more streams at full rate alone on its SM (one per SM suffices)
     const double target = 0.9 * f.sms * (group <= 8 ? 2 : 1);
+    auto enough = [&](long long ctas_at_p, long long p) {
+        return ctas_at_p >= (p >= kLongPartition ? 0.9 * f.sms : target);
+    };
     // partition CTAs of the batch at partition size p; an uneven batch is summarised by its
     // total and its length, so count its partitions as if even, plus one per sequence
     auto partition_ctas = [&](long long p) {
         return even_batch ? (f.max_ctx + p - 1) / p * ctas : ((f.total_ctx + p - 1) / p + f.B - 1) * f.Hkv;
     };
-    const long long smallest = group == 8 ? 256 : 128;
+    long long smallest = group == 8 ? 256 : 128;
+    // the partition kernel: at most 16 partitions of the longest context
+    if (!head_rows)
+        while (smallest * 16 < f.max_ctx) smallest *= 2;
     long long size = smallest;
-    const long long largest = even_batch ? 1LL << 20 : 512;
+    const long long largest = even_batch ? 1LL << 20 : kMixedLargest;
     for (long long p = largest; p >= smallest; p /= 2)
-        if (partition_ctas(p) >= target) {
+        if (enough(partition_ctas(p), p)) {
             size = p;
             break;
         }
@@ -123,7 +133,8 @@ Choice our_rule(const ShapeFacts& f) {
     c.split = num_partitions(f.max_ctx, static_cast<int>(size)) >= 2;
     c.plan.partition_size = static_cast<int>(size);
     c.plan.fused = group <= 2;
-    c.plan.head_rows = group > 8 && group <= 32;
+    c.plan.head_rows = head_rows;
+    c.plan.units = !head_rows && size >= kUnitsSmallestPartition;
     return c;
 }
 

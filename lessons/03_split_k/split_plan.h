@@ -46,11 +46,17 @@ int num_partitions(int ctx, int partition_size);
 // fused: the last partition CTA of a (sequence, KV head) merges, no reduce launch.
 // head_rows: the group's query heads as the rows of every mma, the softmax in registers
 // (split_k_head_rows.cuh), for groups of 9 to 32 heads.
+// units (sm_90): the partition kernel's producers are lesson 02's step 7 (one bulk copy per
+// 16-token unit of a page, 8 at D 256); pages of 8 tokens at D 64 and 128 are too small.
+// Unit copies pay from partitions of one 128-token tile (measured; our_rule and lesson 04 use it).
+constexpr int kUnitsSmallestPartition = 128;
+
 struct SplitPlan {
     int partition_size = 256;
     int splits = 0;
     bool fused = false;
     bool head_rows = false;
+    bool units = false;
 };
 
 // Partition CTAs per (sequence, KV head) for a batch whose longest context is max_ctx
@@ -59,7 +65,8 @@ int grid_partitions(const SplitPlan& p, int max_ctx);
 // Tokens of one partition of a ctx-token sequence (the kernel's partition_tokens).
 int partition_tokens(const SplitPlan& p, int ctx);
 
-// CSV names: split_k_256, split_k_even8 (splits), split_k_fused_256, split_k_rows_256 (head rows).
+// CSV names: split_k_256, split_k_even8 (splits), split_k_fused_256, split_k_rows_256 (head rows),
+// split_k_units_256 and split_k_units_fused_256 (unit copies).
 std::string plan_name(const SplitPlan& p);
 
 // What a rule decides for a shape: single pass, or split-k with this plan.
@@ -86,14 +93,17 @@ Choice split_count_rule(const ShapeFacts& f);
 //  * single pass when the single-pass grid (B * Hkv CTAs) already fills 90 % of the SMs and
 //    the batch is even (no context above twice the mean): nothing is gained by splitting;
 //  * otherwise split-k, with the largest power-of-two partition whose CTAs still give every
-//    SM one (groups up to 8: two, which share an SM), at most 512 tokens for a batch of
-//    mixed lengths (so that the longest sequence's CTAs are not the tail), at least 128
-//    tokens (256 for a full 8-head group, whose partitions did better longer), or 64 when
-//    a short context would otherwise give fewer than 8 partitions;
+//    SM one (groups up to 8: two, which share an SM, unless the partition is 4096 tokens or
+//    more), at most 2048 tokens for a batch of mixed lengths (so that the longest
+//    sequence's CTAs are not the tail), at least 128 tokens (256 for a full 8-head group)
+//    and, for the partition kernel, at least 1/16 of the longest context; or 64 when a short
+//    context would otherwise give fewer than 8 partitions;
 //  * fused (no reduce launch) for groups of 1 or 2, whose last CTA has one or two heads to
 //    merge; with more heads the merge in one CTA costs more than the launch it saves;
 //  * head rows (split_k_rows_<P>) for groups of 9 to 32, whose grouped CTA is bound by its
 //    per-tile barriers rather than by bytes;
+//  * unit copies (split_k_units_<P>, sm_90) for the partition kernel from 128 tokens a
+//    partition (auto drops them where the GPU or the page size does not allow them);
 //  * single pass after all when that leaves one partition.
 Choice our_rule(const ShapeFacts& f);
 
