@@ -14,6 +14,7 @@
 #include "dispatch.cuh"
 #include "launch_utils.cuh"
 #include "step5_warp_specialized.cuh"  // MmaLayout, kMmaThreads
+#include "steps.h"                     // step5::heads_per_cta
 #include "table.h"
 
 namespace lesson02 {
@@ -64,6 +65,25 @@ pa::LaunchGeometry grouped_geometry(Kernel kernel, int smem, const pa::DecodeSha
     g.threads = kMmaThreads;
     g.smem_bytes = smem;
     CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&g.ctas_per_sm, k, g.threads, g.smem_bytes));
+    return g;
+}
+
+// Steps 6 and 7: launches the family's kernel at `per_sm` CTAs per SM (`step` names it in the
+// error when that combination was not built).
+template <class Family>
+void launch_family(const pa::PagedDecodeArgs& a, int per_sm, const char* step, cudaStream_t stream) {
+    const int heads = step5::heads_per_cta(a.H / a.Hkv);
+    if (!with_grouped_kernel<Family>(a.dtype, a.D, heads, per_sm,
+                                     [&](auto kernel, int smem) { launch_grouped(kernel, smem, a, stream); }))
+        throw pa::CudaError(pa::strf("lesson02 %s: no kernel built for %s D %d with %d heads per CTA, %d per SM", step,
+                                     pa::dtype_name(a.dtype), a.D, heads, per_sm));
+}
+
+template <class Family>
+pa::LaunchGeometry family_geometry(const pa::DecodeShape& s, int per_sm) {
+    pa::LaunchGeometry g;
+    with_grouped_kernel<Family>(s.dtype, s.D, step5::heads_per_cta(s.group()), per_sm,
+                                [&](auto kernel, int smem) { g = grouped_geometry(kernel, smem, s); });
     return g;
 }
 
