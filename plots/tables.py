@@ -1360,7 +1360,17 @@ def t_lesson07_targets(ctx):
 
 LESSON03_SPLIT = ["split_k_64", "split_k_128", "split_k_256", "split_k_512", "split_k_1024", "split_k_4096",
                   "split_k_fused_128", "split_k_fused_512", "split_k_rows_64", "split_k_rows_128", "split_k_rows_256",
-                  "split_k_rows_512", "split_k_rows_1024", "split_k_even"]
+                  "split_k_rows_512", "split_k_rows_1024",
+                  "split_k_units_64", "split_k_units_128", "split_k_units_256", "split_k_units_512", "split_k_units_1024",
+                  "split_k_units_2048", "split_k_units_4096", "split_k_units_8192", "split_k_units_fused_128",
+                  "split_k_units_fused_512", "split_k_rows_units_128", "split_k_rows_units_256", "split_k_rows_units_512",
+                  "split_k_rows_units_1024", "split_k_even"]
+
+
+def lesson03_optional(variant):
+    """Variants a lesson03.csv may lack: head rows (groups of 9 to 32 only) and unit copies (sm_90
+    only, pages of at least one unit)."""
+    return variant.startswith("split_k_rows_") or "_units_" in variant
 LESSON03_RULES = [("post 1", "rule_post1"), ("post 2", "rule_post2"), ("vLLM", "rule_vllm"),
                   ("split count", "rule_split_count")]
 TABLE_B = ["qwen1.5b-B1-ctx128", "qwen1.5b-B1-ctx512", "qwen1.5b-B1-ctx1k", "qwen1.5b-B1-ctx2k",
@@ -1376,9 +1386,9 @@ POST_4090_MS = {"qwen1.5b-B1-ctx128": (0.021, 0.064, 2), "qwen1.5b-B1-ctx512": (
 
 def lesson03_best(c, shape, variants):
     """The fastest of `variants` on `shape`. The head-row variants (split_k_rows_<P>) run only
-    groups of 9 to 32 and older CSVs lack them: counted where their row exists; the others must."""
-    rows = [c.row("03", v, shape) for v in variants if not v.startswith("split_k_rows_")]
-    rows += [r for v in variants if v.startswith("split_k_rows_") for r in [c.find("03", v, shape)] if r]
+    groups of 9 to 32, the unit copies only on sm_90: counted where their row exists; the others must."""
+    rows = [c.row("03", v, shape) for v in variants if not lesson03_optional(v)]
+    rows += [r for v in variants if lesson03_optional(v) for r in [c.find("03", v, shape)] if r]
     return min(rows, key=lambda r: float(r["us_median"]))
 
 
@@ -1415,7 +1425,7 @@ def t_lesson03_dispatch(ctx):
             f"**{gpu_name(gpu)}**, data {ctx.link(c)} (streaming read {c.read_bw()}). Table A (fp16, D 128, block 16) "
             f"and Table B (fp16, B 1); L2-cold medians, us. SP = `single_pass` (lesson 02's `auto`); \"best SK\" = the "
             f"fastest of {variant_list(LESSON03_SPLIT)} (the `split_k_rows_` ones where the CSV has them: groups of 9 "
-            f"to 32); a rule's pick is right (+) within 5 % of the best of SP and SK; "
+            f"to 32; the `_units_` ones on sm_90); a rule's pick is right (+) within 5 % of the best of SP and SK; "
             f"\"ours\" is `auto`.\n\n"
             + table(["shape", "B*Hkv", "SP us", "best SK us", "auto pick", "auto us", "auto / best", "auto vs SP",
                      "% read BW"] + [r for r, _ in LESSON03_RULES] + ["ours"], rows, right={1, 2, 5, 6, 7, 8}))
@@ -1506,8 +1516,8 @@ def t_lesson03_head_rows(ctx):
         for s in TABLE_A + LONG_SHAPES:
             if not any(c.find("03", v, s) for v in head_rows):
                 continue
-            old = best_of(c, "03", partition_kernel, s)
-            new = best_of(c, "03", head_rows, s)
+            old = lesson03_best(c, s, partition_kernel)
+            new = lesson03_best(c, s, head_rows)
             old_h, new_h = c.row("03", old["variant"], s, "hot"), c.row("03", new["variant"], s, "hot")
             rows.append([s, mib(new), f"`{old['variant']}`", us1(old_h["us_median"]), us1(old["us_median"]), pct(old),
                          f"`{new['variant']}`", us1(new_h["us_median"]), us1(new["us_median"]), pct(new),

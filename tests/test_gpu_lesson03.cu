@@ -137,7 +137,7 @@ TEST_CASE("lesson03 contexts up to 131072 tokens, groups 1, 8 and 32", "[gpu][le
     }
 }
 
-TEST_CASE("lesson03 head rows: groups 12, 16, 20 and 32, partitions 32..512, fused and even splits, every page size",
+TEST_CASE("lesson03 head rows: groups 12, 16, 20 and 32, partitions 32..512, fused and even splits, unit copies, every page size",
           "[gpu][lesson03]") {
     // lengths with sentinel partitions (1, 129 tokens), slices with no token in the last
     // tile (33), partitions ending mid-tile (1000, 4097)
@@ -153,8 +153,30 @@ TEST_CASE("lesson03 head rows: groups 12, 16, 20 and 32, partitions 32..512, fus
                 for (int size : {32, 64, 128, 256, 512}) check_plan_on(fixed(size, false, true), s, seed);
                 check_plan_on(fixed(64, true, true), s, seed, 2);
                 check_plan_on(even(8, true), s, seed);
+                if (!units_may_refuse(s, pa::testing::gpu_for_test())) {  // slices of slots, not of tokens
+                    for (int size : {32, 128, 512}) check_plan_on(units(fixed(size, false, true)), s, seed);
+                    check_plan_on(units(fixed(64, true, true)), s, seed, 2);
+                    check_plan_on(units(even(8, true)), s, seed);
+                }
             }
     check_plan_on(fixed(512, true, true), pa::make_shape("rows-ctx100k-g32", 32, 1, {100003, 7}, 128, 16, pa::DType::bf16),
+                  kSeed, 2);
+    if (units_run_here(pa::testing::gpu_for_test()))
+        check_plan_on(units(fixed(1024, false, true)),
+                      pa::make_shape("rows-units-ctx128k-g32", 32, 1, {131072, 1000}, 128, 16, pa::DType::fp16), kSeed);
+}
+
+// Unit copies at the unit and tile boundaries of a partition (a unit is 16 tokens at D 128, 8
+// at D 256): contexts ending on either side of them, both kernels, fused and not. Small
+// enough to run alone under compute-sanitizer (test_gpu_lesson03 "lesson03 unit copies*").
+TEST_CASE("lesson03 unit copies at unit and tile boundaries, partition and head-row kernels", "[gpu][lesson03]") {
+    if (!units_run_here(pa::testing::gpu_for_test())) return;
+    const std::vector<int> lens = {1, 15, 16, 17, 127, 128, 129, 255, 1000};
+    check_plan_on(units(fixed(128)), pa::make_shape("units-g8", 8, 1, lens, 128, 16, pa::DType::fp16), kSeed);
+    check_plan_on(units(fixed(32, true)), pa::make_shape("units-g2", 8, 4, lens, 128, 32, pa::DType::bf16), kSeed, 2);
+    check_plan_on(units(fixed(64)), pa::make_shape("units-g8-D256", 8, 1, lens, 256, 8, pa::DType::bf16), kSeed);
+    check_plan_on(units(fixed(128, false, true)), pa::make_shape("rows-units-g32", 32, 1, lens, 128, 16, pa::DType::fp16), kSeed);
+    check_plan_on(units(fixed(32, true, true)), pa::make_shape("rows-units-g12-D64", 24, 2, lens, 64, 32, pa::DType::bf16),
                   kSeed, 2);
 }
 
@@ -173,9 +195,7 @@ TEST_CASE("lesson03 refuses what it cannot run, by name", "[gpu][lesson03]") {
     const lesson03::Choice c = lesson03::auto_choice(g32_d256_long, info);
     CHECK_FALSE(c.plan.head_rows);
     CHECK(c.split == lesson03::why_not(fixed(128), g32_d256_long, info).empty());
-    // unit copies: not with head rows; pages of 8 are smaller than a unit at D 128 (auto copies rows there)
-    const pa::DecodeShape g12 = pa::make_shape("g12", 12, 1, {4096}, 128, 16, pa::DType::fp16);
-    CHECK(lesson03::why_not(units(fixed(256, false, true)), g12, info).find("head rows") != std::string::npos);
+    // unit copies: pages of 8 are smaller than a unit at D 128 (auto copies rows there)
     const pa::DecodeShape pages8 = pa::make_shape("pages8", 8, 1, {4096}, 128, 8, pa::DType::fp16);
     if (units_run_here(info)) {
         CHECK(lesson03::why_not(units(fixed(256)), pages8, info).find("16-token unit") != std::string::npos);

@@ -42,15 +42,18 @@ bool with_partition_kernel(pa::DType t, int D, int heads, int ctas_per_sm, bool 
     });
 }
 
-// Every head-row kernel: dtype x D {64, 128} x rows {16, 32} x fused (one CTA per SM).
+// Every head-row kernel: dtype x D {64, 128} x rows {16, 32} x fused x units (one CTA per SM).
 template <bool FUSED, class F>
-bool with_head_rows_kernel(pa::DType t, int D, int rows, F&& f) {
+bool with_head_rows_kernel(pa::DType t, int D, int rows, bool units, F&& f) {
     return pa::dispatch_dtype(t, [&](auto tag) {
         using T = typename decltype(tag)::type;
         return pa::dispatch_int<64, 128>(D, [&](auto d) {
             return pa::dispatch_int<16, 32>(rows, [&](auto r) {
-                f(split_k_head_rows_kernel<T, d.value, r.value, FUSED>, HeadRowLayout<d.value, r.value>::kSmemBytes);
-                return true;
+                return pa::dispatch_int<0, 1>(units ? 1 : 0, [&](auto u) {
+                    f(split_k_head_rows_kernel<T, d.value, r.value, FUSED, u.value == 1>,
+                      HeadRowLayout<d.value, r.value>::kSmemBytes);
+                    return true;
+                });
             });
         });
     });
@@ -101,7 +104,7 @@ Launch plan_launch(const SplitPlan& p, int B, int H, int Hkv, int partitions) {
 // when that combination was not built.
 template <bool FUSED, class F>
 bool with_plan_kernel(const SplitPlan& p, pa::DType t, int D, const Launch& l, F&& f) {
-    if (p.head_rows) return l.heads != 0 && with_head_rows_kernel<FUSED>(t, D, l.heads, f);
+    if (p.head_rows) return l.heads != 0 && with_head_rows_kernel<FUSED>(t, D, l.heads, p.units, f);
     return with_partition_kernel<FUSED>(t, D, l.heads, l.ctas_per_sm, p.units, f);
 }
 
@@ -186,7 +189,6 @@ std::string why_not(const SplitPlan& p, const pa::DecodeShape& s, const pa::Devi
     if (p.head_rows && head_rows_of(s.group()) == 0)
         return pa::strf("head rows are for groups of 9 to 32 query heads (a 16-row mma block); group %d runs split_k_<P>",
                         s.group());
-    if (p.units && p.head_rows) return "unit copies are for the partition kernel; head rows copy rows";
     if (p.units && info.cc_major < 9)
         return pa::strf("unit copies use cp.async.bulk, which needs sm_90; this GPU (%s) is sm_%d%d (split_k_<P> runs here)",
                         info.name.c_str(), info.cc_major, info.cc_minor);
@@ -326,6 +328,11 @@ std::vector<pa::DecodeVariant> bench_variants() {
     for (int size : {64, 128, 256, 512, 1024, 4096}) out.push_back(variant(fixed(size)));
     for (int size : {128, 512}) out.push_back(variant(fixed(size, true)));
     for (int size : {64, 128, 256, 512, 1024}) out.push_back(variant(fixed(size, false, true)));  // groups of 9..32 only
+    for (int size : {128, 256, 512, 1024}) {  // head rows with unit copies (sm_90)
+        SplitPlan u = fixed(size, false, true);
+        u.units = true;
+        out.push_back(variant(u));
+    }
     for (int size : {64, 128, 256, 512, 1024, 2048, 4096, 8192}) {
         SplitPlan u = fixed(size);
         u.units = true;
@@ -345,10 +352,13 @@ std::vector<pa::DecodeVariant> check_only_variants() {
     SplitPlan rows_even8 = even8;
     rows_even8.head_rows = true;
     SplitPlan units32 = fixed(32), units_fused32 = fixed(32, true), units_even8 = even8;
+    SplitPlan rows_units32 = fixed(32, false, true), rows_units_fused32 = fixed(32, true, true), rows_units_even8 = rows_even8;
     units32.units = units_fused32.units = units_even8.units = true;
+    rows_units32.units = rows_units_fused32.units = rows_units_even8.units = true;
     return {variant(fixed(32)), variant(fixed(32, true)), variant(even8),
             variant(fixed(32, false, true)), variant(fixed(32, true, true)), variant(rows_even8),
-            variant(units32), variant(units_fused32), variant(units_even8)};
+            variant(units32), variant(units_fused32), variant(units_even8),
+            variant(rows_units32), variant(rows_units_fused32), variant(rows_units_even8)};
 }
 
 std::vector<pa::DecodeShape> bench_shapes() {

@@ -24,7 +24,8 @@
 //  * A slice with no token in a tile is skipped; a warp whose slices never see a token keeps
 //    m = -inf, l = 0, O = 0, i.e. a sentinel, which the merge weighs 0 (partition 0's first
 //    slice always holds a token, so each head's merged m is finite).
-// The producers (TileProducer, the ring) are the partition kernel's, unchanged.
+// The producers (TileProducer, the ring) are the partition kernel's, unchanged; UNITS (sm_90)
+// takes its unit copies too, and the warps' slices are then slices of the tile's slots.
 #pragma once
 
 #include "split_k_partition.cuh"
@@ -57,7 +58,7 @@ struct HeadRowLayout {
 
 // Grid (Hkv, B, max_partitions), kMmaThreads threads, as split_k_partition_kernel; same
 // scratch, sentinel and (FUSED) counters.
-template <class scalar_t, int HEAD_SIZE, int ROWS, bool FUSED>
+template <class scalar_t, int HEAD_SIZE, int ROWS, bool FUSED, bool UNITS>
 __global__ void __launch_bounds__(kMmaThreads, 1)
 split_k_head_rows_kernel(scalar_t* __restrict__ out,             // [B, H, D] (FUSED only)
                          const scalar_t* __restrict__ q,         // [B, H, D]
@@ -72,6 +73,7 @@ split_k_head_rows_kernel(scalar_t* __restrict__ out,             // [B, H, D] (F
     constexpr int kRow = L::kRow;
     constexpr int kTile = L::kTile;
     constexpr int kStages = L::kStages;
+    using Order = std::conditional_t<UNITS, lesson02::UnitTile<HEAD_SIZE>, RowOrder<HEAD_SIZE>>;
 
     const int seq = blockIdx.y;
     const int kv_head = blockIdx.x;
@@ -126,6 +128,11 @@ split_k_head_rows_kernel(scalar_t* __restrict__ out,             // [B, H, D] (F
     }
     __syncthreads();  // the last CTA-wide barrier: from here on the two roles only meet at full/empty
 
+    if (UNITS && threadIdx.x >= kConsumerThreads) {
+        run_unit_producers<scalar_t, HEAD_SIZE, kStages>(threadIdx.x - kConsumerThreads, k_cache, v_cache, seq_pages, Hkv,
+                                                         kv_head, block_size, t_begin, t_end, tiles, full, empty);
+        return;
+    }
     if (threadIdx.x >= kConsumerThreads) {  // producers: the partition kernel's, unchanged
         constexpr int kLag = kStages - 2;
         TileProducer<scalar_t, HEAD_SIZE> producer(threadIdx.x - kConsumerThreads, k_cache, v_cache, seq_pages, Hkv,
@@ -160,7 +167,7 @@ split_k_head_rows_kernel(scalar_t* __restrict__ out,             // [B, H, D] (F
     const int g = lane / 4, c = lane % 4;      // fragment row and column pair (see mma.cuh)
     const int row_block = warp / L::kSlices;   // heads row_block * 16 .. + 16
     const int slice = warp % L::kSlices;       // tokens slice * kSliceTokens .. + kSliceTokens of every tile
-    const int tok0 = slice * L::kSliceTokens;
+    const int tok0 = slice * L::kSliceTokens;  // the slice's first slot (Order maps slots to tokens)
     const scalar_t* q_rows = q_tile + row_block * 16 * kRow;
 
     // This warp's running state for heads row_block*16 + g (index 0) and + g + 8 (index 1):
@@ -176,9 +183,11 @@ split_k_head_rows_kernel(scalar_t* __restrict__ out,             // [B, H, D] (F
 
     for (int s = 0; s < num_stream_tiles; ++s) {
         const int slot = s % kStages;
-        const scalar_t* buf = tiles + slot * kTile * kRow;          // [kTile][kRow], rows >= n are zero
+        const scalar_t* buf = tiles + slot * kTile * kRow;          // [kTile][kRow] in Order, V rows past the end are zero
         const int n = min(kTile, t_end - t_begin - s / 2 * kTile);  // tokens of this token tile
-        const bool slice_on = tok0 < n;                             // the slice holds at least one token
+        // the slice holds at least one token: its first slot holds its smallest token (rows:
+        // tok0; units: row tok0 / 8 of unit 0)
+        const bool slice_on = Order::token_of(tok0) < n;
         pa::mbarrier_wait(&full[slot], (s / kStages) & 1);
 
         if (s % 2 == 0) {
@@ -197,9 +206,10 @@ split_k_head_rows_kernel(scalar_t* __restrict__ out,             // [B, H, D] (F
 #pragma unroll
                     for (int jp = 0; jp < L::kSNTiles / 2; ++jp) {
                         uint32_t b[4];
-                        // B = K^T, two 8-token blocks: tokens tok0 + jp*16 + (lane % 8) + (lane / 16) * 8,
+                        // B = K^T, two 8-slot blocks: slots tok0 + jp*16 + (lane % 8) + (lane / 16) * 8,
                         // dims ks*16 + (lane / 8 % 2) * 8 .. + 8
-                        pa::ldmatrix_x4(b, buf + (tok0 + jp * 16 + lane % 8 + lane / 16 * 8) * kRow + ks * 16 + lane / 8 % 2 * 8);
+                        pa::ldmatrix_x4(b, buf + Order::slot_offset(tok0 + jp * 16 + lane % 8 + lane / 16 * 8) + ks * 16 +
+                                               lane / 8 % 2 * 8);
                         const uint32_t b0[2] = {b[0], b[1]}, b1[2] = {b[2], b[3]};
                         pa::mma_16816<scalar_t>(sc[2 * jp], a, b0);
                         pa::mma_16816<scalar_t>(sc[2 * jp + 1], a, b1);
@@ -212,8 +222,8 @@ split_k_head_rows_kernel(scalar_t* __restrict__ out,             // [B, H, D] (F
                 for (int j = 0; j < L::kSNTiles; ++j)
 #pragma unroll
                     for (int e = 0; e < 4; ++e) {
-                        const int t = tok0 + j * 8 + 2 * c + (e & 1);
-                        sc[j][e] = t < n ? sc[j][e] * scale : -INFINITY;
+                        const int t = tok0 + j * 8 + 2 * c + (e & 1);  // a slot
+                        sc[j][e] = Order::token_of(t) < n ? sc[j][e] * scale : -INFINITY;
                         tile_max[e >> 1] = fmaxf(tile_max[e >> 1], sc[j][e]);
                     }
                 float ref[2], alpha[2];
@@ -261,8 +271,9 @@ split_k_head_rows_kernel(scalar_t* __restrict__ out,             // [B, H, D] (F
 #pragma unroll
                 for (int dp = 0; dp < HEAD_SIZE / 16; ++dp) {
                     uint32_t b[4];
-                    // B = V: tokens tok0 + kk*16 + (lane % 8) + (lane / 8 % 2) * 8, dims dp*16 + (lane / 16) * 8 .. + 8
-                    pa::ldmatrix_x4_trans(b, buf + (tok0 + kk * 16 + lane % 8 + lane / 8 % 2 * 8) * kRow + dp * 16 + lane / 16 * 8);
+                    // B = V: slots tok0 + kk*16 + (lane % 8) + (lane / 8 % 2) * 8, dims dp*16 + (lane / 16) * 8 .. + 8
+                    pa::ldmatrix_x4_trans(b, buf + Order::slot_offset(tok0 + kk * 16 + lane % 8 + lane / 8 % 2 * 8) +
+                                                 dp * 16 + lane / 16 * 8);
                     const uint32_t b0[2] = {b[0], b[1]}, b1[2] = {b[2], b[3]};
                     pa::mma_16816<scalar_t>(o[2 * dp], p_frag[kk], b0);
                     pa::mma_16816<scalar_t>(o[2 * dp + 1], p_frag[kk], b1);

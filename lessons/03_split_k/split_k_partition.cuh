@@ -19,10 +19,12 @@
 //    always holds a token. -inf - (-inf) would be NaN, and it never happens.
 //  * P is either fixed (`partition_size`) or the sequence's context split `splits` ways
 //    (rounded up to 32 tokens, so a partition starts on a page for every page size).
-//  * The ring has at most 4 slots instead of 6 (MmaLayout): a partition is short.
-// The producers stay step 5's (cp.async). Lesson 02's step 6 (bulk rows, sm_90) was tried in
-// this kernel on an H200: faster on some split shapes, slower on the short ones and on the
-// mixed batch, so no clear win to build on.
+// The layout (MmaLayout, lesson 02's): one 8-head column block always runs two CTAs per SM
+// with 3-slot rings (a partition is short, and a second CTA hides each one's start); 16 and
+// 32 heads run one CTA per SM. The producers are step 5's (cp.async), or, with UNITS (sm_90), step
+// 7's: one bulk copy per 16-token unit of a page, the tile read in step 7's unit order (slots,
+// not tokens; a slot past the partition's end gets the logit -inf). Step 6's bulk rows were
+// tried here too: faster on some split shapes, slower on the short ones and the mixed batch.
 // The reduce (split_k_reduce_kernel) is one CTA per (sequence, query head): M = max_p m_p,
 // out = sum_p e^(m_p - M) acc_p / sum_p e^(m_p - M) l_p. FUSED = true removes its launch:
 // every partition CTA bumps a per-(sequence, KV head) counter after its scratch is written
@@ -175,6 +177,28 @@ struct RowOrder {
     __host__ __device__ static constexpr int token_of(int s) { return s; }
 };
 
+// UNITS producers: lesson 02's step 7 loop over the partition's tokens [t_begin, t_end), its
+// pages handed over as a sequence of their own (t_begin is a multiple of 32 tokens, so of
+// the page size too). Producer thread `tid`; ring [kStages][kTile][kRow] with its barriers.
+template <class scalar_t, int HEAD_SIZE, int kStages>
+__device__ __forceinline__ void run_unit_producers(int tid, const scalar_t* k_cache, const scalar_t* v_cache,
+                                                   const int* seq_pages, int Hkv, int kv_head, int block_size, int t_begin,
+                                                   int t_end, scalar_t* tiles, uint64_t* full, uint64_t* empty) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900  // bulk copies: sm_90 (why_not keeps other GPUs away)
+    constexpr int kTileElems = tile_tokens(HEAD_SIZE) * tile_row_elems(HEAD_SIZE);
+    const int num_stream_tiles = 2 * ((t_end - t_begin + tile_tokens(HEAD_SIZE) - 1) / tile_tokens(HEAD_SIZE));
+    lesson02::UnitProducer<scalar_t, HEAD_SIZE> producer(tid, k_cache, v_cache, seq_pages + t_begin / block_size, Hkv,
+                                                         kv_head, block_size, t_end - t_begin);
+    for (int s = 0; s < num_stream_tiles; ++s) {
+        const int slot = s % kStages;
+        if (s >= kStages) pa::mbarrier_wait(&empty[slot], (s / kStages + 1) & 1);
+        producer.issue(tiles + slot * kTileElems, s, &full[slot]);
+    }
+#else
+    __trap();
+#endif
+}
+
 // The partition of sequence `seq` that CTA z covers: tokens [t_begin, t_end), empty when
 // t_begin >= ctx. Fixed size, or ctx split `splits` ways in multiples of 32 tokens.
 __device__ __forceinline__ int partition_tokens(int ctx, int partition_size, int splits) {
@@ -285,20 +309,8 @@ split_k_partition_kernel(scalar_t* __restrict__ out,             // [B, H, D] (F
     __syncthreads();  // the last CTA-wide barrier: from here on the two roles only meet at full/empty
 
     if (UNITS && threadIdx.x >= kConsumerThreads) {
-        // Producers, lesson 02's step 7: the partition's pages as a sequence of their own
-        // (t_begin is a multiple of 32 tokens, so of the page size too).
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900  // bulk copies: sm_90 (why_not keeps other GPUs away)
-        lesson02::UnitProducer<scalar_t, HEAD_SIZE> producer(threadIdx.x - kConsumerThreads, k_cache, v_cache,
-                                                             seq_pages + t_begin / block_size, Hkv, kv_head, block_size,
-                                                             t_end - t_begin);
-        for (int s = 0; s < num_stream_tiles; ++s) {
-            const int slot = s % kStages;
-            if (s >= kStages) pa::mbarrier_wait(&empty[slot], (s / kStages + 1) & 1);
-            producer.issue(tiles + slot * kTile * kRow, s, &full[slot]);
-        }
-#else
-        __trap();
-#endif
+        run_unit_producers<scalar_t, HEAD_SIZE, kStages>(threadIdx.x - kConsumerThreads, k_cache, v_cache, seq_pages, Hkv,
+                                                         kv_head, block_size, t_begin, t_end, tiles, full, empty);
         return;  // the consumers wait for every byte before the CTA ends
     }
     if (threadIdx.x >= kConsumerThreads) {

@@ -134,7 +134,7 @@ Choice our_rule(const ShapeFacts& f) {
     c.plan.partition_size = static_cast<int>(size);
     c.plan.fused = group <= 2;
     c.plan.head_rows = head_rows;
-    c.plan.units = !head_rows && size >= kUnitsSmallestPartition;
+    c.plan.units = size >= kUnitsSmallestPartition;
     return c;
 }
 

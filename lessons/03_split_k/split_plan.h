@@ -46,8 +46,9 @@ int num_partitions(int ctx, int partition_size);
 // fused: the last partition CTA of a (sequence, KV head) merges, no reduce launch.
 // head_rows: the group's query heads as the rows of every mma, the softmax in registers
 // (split_k_head_rows.cuh), for groups of 9 to 32 heads.
-// units (sm_90): the partition kernel's producers are lesson 02's step 7 (one bulk copy per
-// 16-token unit of a page, 8 at D 256); pages of 8 tokens at D 64 and 128 are too small.
+// units (sm_90): the producers (of the partition or the head-row kernel) are lesson 02's step 7
+// (one bulk copy per 16-token unit of a page, 8 at D 256); pages of 8 tokens at D 64 and 128
+// are too small.
 // Unit copies pay from partitions of one 128-token tile (measured; our_rule and lesson 04 use it).
 constexpr int kUnitsSmallestPartition = 128;
 
@@ -66,7 +67,7 @@ int grid_partitions(const SplitPlan& p, int max_ctx);
 int partition_tokens(const SplitPlan& p, int ctx);
 
 // CSV names: split_k_256, split_k_even8 (splits), split_k_fused_256, split_k_rows_256 (head rows),
-// split_k_units_256 and split_k_units_fused_256 (unit copies).
+// split_k_units_256, split_k_units_fused_256 and split_k_rows_units_256 (unit copies).
 std::string plan_name(const SplitPlan& p);
 
 // What a rule decides for a shape: single pass, or split-k with this plan.
@@ -102,7 +103,7 @@ Choice split_count_rule(const ShapeFacts& f);
 //    merge; with more heads the merge in one CTA costs more than the launch it saves;
 //  * head rows (split_k_rows_<P>) for groups of 9 to 32, whose grouped CTA is bound by its
 //    per-tile barriers rather than by bytes;
-//  * unit copies (split_k_units_<P>, sm_90) for the partition kernel from 128 tokens a
+//  * unit copies (split_k_units_<P>, split_k_rows_units_<P>; sm_90) from 128 tokens a
 //    partition (auto drops them where the GPU or the page size does not allow them);
 //  * single pass after all when that leaves one partition.
 Choice our_rule(const ShapeFacts& f);

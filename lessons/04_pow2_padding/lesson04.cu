@@ -121,13 +121,13 @@ void launch_plan(const pa::PagedDecodeArgs& a, const lesson03::SplitPlan& p, Scr
 }
 
 // split_pow2_<P>'s plan on a shape: head rows where lesson 03 takes them, else the partition
-// kernel, with unit copies where lesson 03's rule would use them and the GPU and pages allow.
+// kernel; unit copies where lesson 03's rule would use them and the GPU and pages allow.
 lesson03::SplitPlan fixed_plan(int partition_size, const pa::DecodeShape& s, const pa::DeviceInfo& info) {
     lesson03::SplitPlan p;
     p.partition_size = partition_size;
     p.head_rows = true;
     if (!lesson03::why_not(p, s, info).empty()) p.head_rows = false;
-    p.units = !p.head_rows && partition_size >= lesson03::kUnitsSmallestPartition;
+    p.units = partition_size >= lesson03::kUnitsSmallestPartition;
     if (p.units && !lesson03::why_not(p, s, info).empty()) p.units = false;
     return p;
 }
