@@ -203,6 +203,13 @@ TEST_CASE("lesson03 refuses what it cannot run, by name", "[gpu][lesson03]") {
                   .empty());
         CHECK(lesson03::auto_choice(pa::make_shape("pages16", 8, 1, {4096}, 128, 16, pa::DType::fp16), info).plan.units);
     }
+    {  // launched anyway (the variant's why_not skipped): a clear error, not a trapped kernel
+        const pa::DecodeProblem p = pa::make_decode_problem(pages8, kSeed);
+        pa::DeviceDecodeProblem dev(p);
+        CHECK_THROWS_AS(lesson03::variant(units(fixed(256))).launch(dev.args(), nullptr), pa::CudaError);
+        CHECK_THROWS_AS(lesson03::variant(units(fixed(256, false, true)))
+                            .launch(dev.args(), nullptr), pa::CudaError);  // group 8: no head rows either
+    }
     const lesson03::Choice c8 = lesson03::auto_choice(pages8, info);
     CHECK(c8.split);
     CHECK_FALSE(c8.plan.units);
