@@ -6,6 +6,8 @@
 #include <utility>
 
 #include "cuda_check.cuh"
+#include "device_info.cuh"
+#include "table.h"
 
 namespace pa {
 
@@ -66,6 +68,18 @@ int max_dynamic_smem(const void* kernel) {
 }
 
 int ptx_version(const void* kernel) { return kernel_attributes(kernel).ptxVersion; }
+
+std::string sm90_code_why_not(const void* kernel, const DeviceInfo& info, const std::string& what,
+                              const std::string& instead) {
+    if (info.cc_major < 9)
+        return strf("%s, which needs sm_90; this GPU (%s) is sm_%d%d (%s)", what.c_str(), info.name.c_str(), info.cc_major,
+                    info.cc_minor, instead.c_str());
+    const int ptx = ptx_version(kernel);
+    if (ptx < 90)
+        return strf("%s, and this build has no sm_90 code for it (compute_%d; build with CMAKE_CUDA_ARCHITECTURES 90a)",
+                    what.c_str(), ptx);
+    return "";
+}
 
 void opt_in_max_dynamic_smem(const void* kernel) {
     static std::mutex mu;

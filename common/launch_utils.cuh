@@ -3,11 +3,14 @@
 
 #include <cuda_runtime.h>
 
+#include <string>
 #include <utility>
 
 #include "cuda_check.cuh"
 
 namespace pa {
+
+struct DeviceInfo;
 
 // Above 48 KiB a kernel must opt in to more dynamic shared memory. This raises the
 // kernel's limit to the device maximum, once per (device, kernel) (later calls are a lookup), so
@@ -23,6 +26,12 @@ int max_dynamic_smem(const void* kernel);
 // device: 90 for sm_90a code, 80 for an sm_80 build that the driver JIT-compiled on a newer
 // GPU (whose code then has none of the sm_90 instructions). Asked once per (device, kernel).
 int ptx_version(const void* kernel);
+
+// "" when `kernel` runs its sm_90 code here: the GPU is sm_90 or newer and the kernel was built
+// with sm_90 code (ptx_version >= 90). Otherwise one line that starts with `what` (e.g.
+// "unit copies use cp.async.bulk") and ends with `instead` (what runs here instead).
+std::string sm90_code_why_not(const void* kernel, const DeviceInfo& info, const std::string& what,
+                              const std::string& instead);
 
 // Launches kernel<<<grid, block, 0, stream>>>(args...), as a programmatic dependent of the
 // kernel before it on the stream when `dependent` is set and the kernel's code was built for

@@ -91,15 +91,12 @@ pa::LaunchGeometry family_geometry(const pa::DecodeShape& s, int per_sm) {
 // was built with sm_90 code; else one line saying why not.
 template <class Family>
 std::string needs_sm90(const pa::DecodeShape& s, int heads, int ctas_per_sm, const pa::DeviceInfo& info) {
-    if (info.cc_major < 9)
-        return pa::strf("copies with cp.async.bulk, which needs sm_90; this GPU (%s) is sm_%d%d (step 5 runs here)",
-                        info.name.c_str(), info.cc_major, info.cc_minor);
-    int ptx = 0;
-    with_grouped_kernel<Family>(s.dtype, s.D, heads, ctas_per_sm,
-                                [&](auto kernel, int) { ptx = pa::ptx_version(reinterpret_cast<const void*>(kernel)); });
-    if (ptx < 90)
-        return pa::strf("this build has no sm_90 code for it (compute_%d; build with CMAKE_CUDA_ARCHITECTURES 90a)", ptx);
-    return "";
+    std::string why;
+    with_grouped_kernel<Family>(s.dtype, s.D, heads, ctas_per_sm, [&](auto kernel, int) {
+        why = pa::sm90_code_why_not(reinterpret_cast<const void*>(kernel), info, "copies with cp.async.bulk",
+                                    "step 5 runs here");
+    });
+    return why;
 }
 
 }  // namespace lesson02

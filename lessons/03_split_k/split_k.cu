@@ -128,29 +128,27 @@ SplitScratch scratch_in(pa::SplitBuffers& w, int B, int H, int partitions) {
     return s;
 }
 
-// The unit copies' own refusals (the GPU, the page size), for why_not and the launcher.
-std::string units_why_not(int D, int block_size, const pa::DeviceInfo& info) {
-    if (info.cc_major < 9)
-        return pa::strf("unit copies use cp.async.bulk, which needs sm_90; this GPU (%s) is sm_%d%d (split_k_<P> runs here)",
-                        info.name.c_str(), info.cc_major, info.cc_minor);
-    if (D != 256 && block_size < 16)
-        return pa::strf("unit copies need pages of at least one 16-token unit at D %d; these have %d tokens", D, block_size);
-    return "";
+// The unit copies' refusals, for why_not and the launcher: the GPU and the build (the plan's
+// kernel must run its sm_90 code here), the page size (at least one unit).
+std::string units_why_not(const void* kernel, int D, int block_size, const pa::DeviceInfo& info) {
+    std::string why = pa::sm90_code_why_not(kernel, info, "unit copies use cp.async.bulk", "split_k_<P> runs here");
+    if (why.empty() && D != 256 && block_size < 16)
+        why = pa::strf("unit copies need pages of at least one 16-token unit at D %d; these have %d tokens", D, block_size);
+    return why;
 }
 
 template <bool FUSED>
 void launch_partition_kernel(const pa::PagedDecodeArgs& a, const SplitPlan& p, const SplitScratch& s, unsigned* counters,
                              cudaStream_t stream) {
-    if (p.units) {  // a unit kernel where it cannot run would trap: say why instead
-        const std::string why = units_why_not(a.D, a.block_size, pa::current_device_info());
-        if (!why.empty()) throw pa::CudaError("lesson03: " + plan_name(p) + ": " + why);
-    }
     const Launch l = plan_launch(p, a.B, a.H, a.Hkv, s.max_partitions);
     const int partition_size = p.splits > 0 ? 0 : p.partition_size;
     const bool built = with_plan_kernel<FUSED>(p, a.dtype, a.D, l, [&](auto kernel, int smem) {
         using T = typename pa::KernelScalar<decltype(kernel)>::type;
-        if (p.units && pa::ptx_version(reinterpret_cast<const void*>(kernel)) < 90)
-            throw pa::CudaError("lesson03: " + plan_name(p) + ": this build has no sm_90 code for unit copies");
+        if (p.units) {  // a unit kernel where it cannot run would trap: say why instead
+            const std::string why =
+                units_why_not(reinterpret_cast<const void*>(kernel), a.D, a.block_size, pa::current_device_info());
+            if (!why.empty()) throw pa::CudaError("lesson03: " + plan_name(p) + ": " + why);
+        }
         pa::opt_in_max_dynamic_smem(reinterpret_cast<const void*>(kernel));
         kernel<<<l.grid, kMmaThreads, smem, stream>>>(
             static_cast<T*>(a.out), static_cast<const T*>(a.q), static_cast<const T*>(a.k_cache),
@@ -205,18 +203,15 @@ std::string why_not(const SplitPlan& p, const pa::DecodeShape& s, const pa::Devi
     if (p.head_rows && head_rows_of(s.group()) == 0)
         return pa::strf("head rows are for groups of 9 to 32 query heads (a 16-row mma block); group %d runs split_k_<P>",
                         s.group());
-    if (p.units) {
-        const std::string why = units_why_not(s.D, s.block_size, info);
-        if (!why.empty()) return why;
-    }
     const Launch l = plan_launch(p, s.B, s.H, s.Hkv, grid_partitions(p, s.max_ctx()));
     const size_t need = plan_smem(p, s.dtype, s.D, l);
     if (need == 0) return pa::strf("no %s kernel built for D %d", p.head_rows ? "head-row" : "partition", s.D);
     if (p.units) {
-        int ptx = 0;
-        with_plan_kernel<false>(p, s.dtype, s.D, l, [&](auto kernel, int) { ptx = pa::ptx_version(reinterpret_cast<const void*>(kernel)); });
-        if (ptx < 90)
-            return pa::strf("this build has no sm_90 code for unit copies (compute_%d; build with CMAKE_CUDA_ARCHITECTURES 90a)", ptx);
+        std::string why;
+        with_plan_kernel<false>(p, s.dtype, s.D, l, [&](auto kernel, int) {
+            why = units_why_not(reinterpret_cast<const void*>(kernel), s.D, s.block_size, info);
+        });
+        if (!why.empty()) return why;
     }
     if (info.smem_per_block_optin > 0 && need + 1024 > static_cast<size_t>(info.smem_per_block_optin))
         return pa::strf("stages K/V through %zu KiB of shared memory per CTA; this GPU (%s) gives %d KiB", need / 1024,

@@ -128,10 +128,12 @@ split_k_head_rows_kernel(scalar_t* __restrict__ out,             // [B, H, D] (F
     }
     __syncthreads();  // the last CTA-wide barrier: from here on the two roles only meet at full/empty
 
-    if (UNITS && threadIdx.x >= kConsumerThreads) {
-        run_unit_producers<scalar_t, HEAD_SIZE, kStages>(threadIdx.x - kConsumerThreads, k_cache, v_cache, seq_pages, Hkv,
-                                                         kv_head, block_size, t_begin, t_end, tiles, full, empty);
-        return;
+    if constexpr (UNITS) {
+        if (threadIdx.x >= kConsumerThreads) {
+            run_unit_producers<scalar_t, HEAD_SIZE, kStages>(threadIdx.x - kConsumerThreads, k_cache, v_cache, seq_pages,
+                                                             Hkv, kv_head, block_size, t_begin, t_end, tiles, full, empty);
+            return;
+        }
     }
     if (threadIdx.x >= kConsumerThreads) {  // producers: the partition kernel's, unchanged
         constexpr int kLag = kStages - 2;

@@ -308,10 +308,12 @@ split_k_partition_kernel(scalar_t* __restrict__ out,             // [B, H, D] (F
     }
     __syncthreads();  // the last CTA-wide barrier: from here on the two roles only meet at full/empty
 
-    if (UNITS && threadIdx.x >= kConsumerThreads) {
-        run_unit_producers<scalar_t, HEAD_SIZE, kStages>(threadIdx.x - kConsumerThreads, k_cache, v_cache, seq_pages, Hkv,
-                                                         kv_head, block_size, t_begin, t_end, tiles, full, empty);
-        return;  // the consumers wait for every byte before the CTA ends
+    if constexpr (UNITS) {
+        if (threadIdx.x >= kConsumerThreads) {
+            run_unit_producers<scalar_t, HEAD_SIZE, kStages>(threadIdx.x - kConsumerThreads, k_cache, v_cache, seq_pages,
+                                                             Hkv, kv_head, block_size, t_begin, t_end, tiles, full, empty);
+            return;  // the consumers wait for every byte before the CTA ends
+        }
     }
     if (threadIdx.x >= kConsumerThreads) {
         // Producers. Slot s % kStages is reused once the consumers have released its previous
