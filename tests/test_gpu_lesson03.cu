@@ -3,8 +3,10 @@
 #include <catch2/catch_test_macros.hpp>
 
 #include <string>
+#include <utility>
 #include <vector>
 
+#include "cuda_check.cuh"
 #include "gpu_cases.h"
 #include "split_k.h"
 
@@ -213,4 +215,45 @@ TEST_CASE("lesson03 refuses what it cannot run, by name", "[gpu][lesson03]") {
     const lesson03::Choice c8 = lesson03::auto_choice(pages8, info);
     CHECK(c8.split);
     CHECK_FALSE(c8.plan.units);
+}
+
+TEST_CASE("lesson03 longest first: the same bits as the grid's order, partition and head-row kernels, fused and not",
+          "[gpu][lesson03]") {
+    const pa::DeviceInfo info = pa::testing::gpu_for_test();
+    std::vector<int> mixed;
+    for (int i = 0; i < 13; ++i) mixed.push_back(1 + (i * 2711) % 9000);  // 1 .. 8999 tokens: full, partial and empty cells
+    auto lpt = [](lesson03::SplitPlan p) {
+        p.longest_first = true;
+        return p;
+    };
+    std::vector<std::pair<lesson03::SplitPlan, pa::DecodeShape>> cases = {
+        {fixed(512), pa::make_shape("lpt-g8", 16, 2, mixed, 128, 16, pa::DType::fp16)},
+        {fixed(256, true), pa::make_shape("lpt-g2", 8, 4, mixed, 128, 16, pa::DType::bf16)},
+        {even(6), pa::make_shape("lpt-even-g4", 8, 2, mixed, 64, 8, pa::DType::fp16)},
+        {fixed(1024, false, true), pa::make_shape("lpt-rows-g16", 16, 1, mixed, 128, 16, pa::DType::bf16)},
+    };
+    if (units_run_here(info)) {
+        cases.push_back({units(fixed(2048)), pa::make_shape("lpt-units-g8", 16, 2, mixed, 128, 16, pa::DType::fp16)});
+        cases.push_back({units(fixed(128, true, true)), pa::make_shape("lpt-rows-units-g32", 32, 1, mixed, 128, 32, pa::DType::bf16)});
+    }
+    for (const auto& [plan, s] : cases) {
+        const pa::DecodeProblem p = pa::make_decode_problem(s, kSeed);
+        const std::vector<double> ref = pa::reference::softmax_decode(p);
+        pa::DeviceDecodeProblem dev(p);
+        const pa::DecodeVariant grid_order = lesson03::variant(plan), longest = lesson03::variant(lpt(plan));
+        INFO(longest.name << " on " << s.name);
+        REQUIRE(longest.why_not(s, info).empty());
+        CHECK(pa::check_once(grid_order, dev, p, ref).pass);
+        const std::vector<uint16_t> expected = dev.download_output();
+        for (int i = 0; i < 2; ++i) {  // the second launch reuses the uploaded table (and a fused plan's counters)
+            CHECK(pa::check_once(longest, dev, p, ref).pass);
+            CHECK(dev.download_output() == expected);  // each cell writes its own partial: order changes no bit
+        }
+        pa::PagedDecodeArgs no_host = dev.args();  // no host lengths: the grid's own order, still right
+        no_host.context_lens_host = nullptr;
+        dev.poison_output();
+        longest.launch(no_host, nullptr);
+        CUDA_CHECK(cudaDeviceSynchronize());
+        CHECK(dev.download_output() == expected);
+    }
 }

@@ -2,8 +2,11 @@
 // the partition plans, and each single-pass/split-k rule on the shapes the lesson measures.
 #include <catch2/catch_test_macros.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
+#include <set>
+#include <utility>
 #include <vector>
 
 #include "random.h"
@@ -163,13 +166,66 @@ TEST_CASE("single-pass/split-k rules decide as stated", "[cpu][split_k]") {
     CHECK(lesson03::our_rule(facts(1, 32, 1, 4096)).plan.partition_size == 128);     // MQA B1: as small as allowed
     CHECK_FALSE(lesson03::our_rule(facts(1, 12, 2, 128)).split);  // one partition of 128: nothing to split
     CHECK_FALSE(lesson03::our_rule(facts(1, 32, 32, 64)).split);
-    // a batch of mixed lengths: split even with a full grid, partitions of at most 2048
+    // a batch of mixed lengths: split even with a full grid, partitions of at most 4096,
+    // longest first; two CTAs per SM wanted even at 4096 tokens (the short sequences' CTAs are short)
     lesson03::ShapeFacts mixed = facts(16, 64, 8, 32768);
     mixed.total_ctx = 107000;
     const lesson03::Choice m = lesson03::our_rule(mixed);
     CHECK(m.split);
-    CHECK(m.plan.partition_size == 2048);
-    mixed.max_ctx = 4096;  // fewer tokens: 2048 gives (10 + 15) * 8 = 200 CTAs, 1024 gives 280 >= 237.6
+    CHECK(m.plan.partition_size == 4096);  // (27 + 15) * 8 = 336 CTAs >= 237.6
+    CHECK(m.plan.longest_first);
+    CHECK(m.plan.units);
+    mixed.max_ctx = 4096;  // fewer tokens: 4096 gives 160 CTAs, 2048 (10 + 15) * 8 = 200, 1024 280 >= 237.6
     mixed.total_ctx = 20000;
     CHECK(lesson03::our_rule(mixed).plan.partition_size == 1024);
+    CHECK(lesson03::our_rule(mixed).plan.longest_first);
+    CHECK_FALSE(lesson03::our_rule(facts(1, 64, 8, 131072)).plan.longest_first);  // one length: the grid's order
+}
+
+TEST_CASE("longest_first_order: every cell once, the longest partitions first, ties in the grid's order") {
+    lesson03::SplitPlan p;
+    p.partition_size = 256;
+    p.longest_first = true;
+    CHECK(lesson03::plan_name(p) == "split_k_lpt_256");
+    p.units = true;
+    CHECK(lesson03::plan_name(p) == "split_k_units_lpt_256");
+    const std::vector<int> ctx = {300, 1, 1024, 700, 256};
+    const int parts = lesson03::grid_partitions(p, 1024);  // 4
+    const std::vector<lesson03::Cell> order = lesson03::longest_first_order(p, ctx, parts);
+    REQUIRE(order.size() == ctx.size() * parts);
+    auto tokens = [&](const lesson03::Cell& c) { return std::max(0, std::min(256, ctx[c.seq] - c.part * 256)); };
+    std::set<std::pair<int, int>> seen;
+    for (size_t i = 0; i < order.size(); ++i) {
+        seen.insert({order[i].seq, order[i].part});
+        if (i == 0) continue;
+        const lesson03::Cell a = order[i - 1], b = order[i];
+        CHECK(tokens(a) >= tokens(b));
+        if (tokens(a) == tokens(b)) CHECK(std::make_pair(a.part, a.seq) < std::make_pair(b.part, b.seq));
+    }
+    CHECK(seen.size() == order.size());  // a permutation of the grid's cells
+    // the full partitions (256 tokens) in grid order, then 188 (700), 44 (300), 1 (1), then the empty ones
+    const std::vector<std::pair<int, int>> head = {{0, 0}, {2, 0}, {3, 0}, {4, 0}, {2, 1}, {3, 1}, {2, 2}, {2, 3},
+                                                   {3, 2}, {0, 1}, {1, 0}};
+    for (size_t i = 0; i < head.size(); ++i) {
+        CHECK(order[i].seq == head[i].first);
+        CHECK(order[i].part == head[i].second);
+    }
+    for (size_t i = head.size(); i < order.size(); ++i) CHECK(tokens(order[i]) == 0);
+    // even lengths, whole partitions: the grid's own order
+    const std::vector<lesson03::Cell> even = lesson03::longest_first_order(p, {512, 512, 512}, 2);
+    for (size_t i = 0; i < even.size(); ++i) {
+        CHECK(even[i].seq == static_cast<int>(i % 3));
+        CHECK(even[i].part == static_cast<int>(i / 3));
+    }
+    // even splits: each sequence cut its own way, still a permutation, longest first
+    lesson03::SplitPlan splits;
+    splits.partition_size = 0;
+    splits.splits = 3;
+    const std::vector<lesson03::Cell> s3 = lesson03::longest_first_order(splits, {1000, 40, 97}, 3);
+    REQUIRE(s3.size() == 9);
+    CHECK(s3[0].seq == 0);  // 352 tokens: the longest partition
+    CHECK(s3[5].seq == 1);  // 40 tokens split 3 ways in 32s: 32, 8, then an empty one
+    CHECK(s3[6].seq == 1);
+    CHECK(s3.back().seq == 2);  // the empty ones last, in the grid's order: (1, 2), then (2, 2)
+    CHECK(s3.back().part == 2);
 }

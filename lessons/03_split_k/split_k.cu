@@ -2,6 +2,8 @@
 #include "split_k.h"
 
 #include <algorithm>
+#include <map>
+#include <mutex>
 
 #include "cuda_check.cuh"
 #include "device_buffer.cuh"
@@ -128,6 +130,47 @@ SplitScratch scratch_in(pa::SplitBuffers& w, int B, int H, int partitions) {
     return s;
 }
 
+// Longest-first order tables ([partitions][B] cells, int2), one per device: planned on the
+// host from the batch's lengths at every launch (B x partitions cells: microseconds) and
+// uploaded only when they differ from the last upload, so a decode step pays one copy and
+// repeated launches over the same lengths none.
+class OrderTables {
+   public:
+    // The table for this launch, or nullptr: the plan is not longest-first, or the caller
+    // gave no host lengths (then the grid's own order).
+    const int2* table_for(const pa::PagedDecodeArgs& a, const SplitPlan& p, int partitions) {
+        if (!p.longest_first || a.context_lens_host == nullptr) return nullptr;
+        const std::vector<Cell> cells =
+            longest_first_order(p, std::vector<int>(a.context_lens_host, a.context_lens_host + a.B), partitions);
+        int device = 0;
+        CUDA_CHECK(cudaGetDevice(&device));
+        std::lock_guard<std::mutex> lock(mu_);
+        Table& t = per_device_[device];
+        if (cells != t.host) {
+            CUDA_CHECK(cudaDeviceSynchronize());  // a launch in flight may still read the old table
+            std::vector<int> flat;  // seq, part, seq, part, ...: the kernels' int2
+            flat.reserve(2 * cells.size());
+            for (const Cell& c : cells) {
+                flat.push_back(c.seq);
+                flat.push_back(c.part);
+            }
+            t.device.upload(flat);
+            t.host = cells;
+        }
+        return reinterpret_cast<const int2*>(t.device.get());
+    }
+
+   private:
+    struct Table {
+        std::vector<Cell> host;
+        pa::DeviceBuffer<int> device;
+    };
+    std::mutex mu_;
+    std::map<int, Table> per_device_;
+};
+
+OrderTables g_orders;
+
 // The unit copies' refusals, for why_not and the launcher: the GPU and the build (the plan's
 // kernel must run its sm_90 code here), the page size (at least one unit).
 std::string units_why_not(const void* kernel, int D, int block_size, const pa::DeviceInfo& info) {
@@ -142,6 +185,7 @@ void launch_partition_kernel(const pa::PagedDecodeArgs& a, const SplitPlan& p, c
                              cudaStream_t stream) {
     const Launch l = plan_launch(p, a.B, a.H, a.Hkv, s.max_partitions);
     const int partition_size = p.splits > 0 ? 0 : p.partition_size;
+    const int2* cell_order = g_orders.table_for(a, p, s.max_partitions);
     const bool built = with_plan_kernel<FUSED>(p, a.dtype, a.D, l, [&](auto kernel, int smem) {
         using T = typename pa::KernelScalar<decltype(kernel)>::type;
         if (p.units) {  // a unit kernel where it cannot run would trap: say why instead
@@ -153,7 +197,7 @@ void launch_partition_kernel(const pa::PagedDecodeArgs& a, const SplitPlan& p, c
         kernel<<<l.grid, kMmaThreads, smem, stream>>>(
             static_cast<T*>(a.out), static_cast<const T*>(a.q), static_cast<const T*>(a.k_cache),
             static_cast<const T*>(a.v_cache), a.block_table, a.context_lens, a.H, a.Hkv, a.H / a.Hkv, a.block_size,
-            a.max_blocks_per_seq, a.scale, partition_size, p.splits, s, counters);
+            a.max_blocks_per_seq, a.scale, partition_size, p.splits, s, counters, cell_order);
         CUDA_CHECK_LAUNCH();
     });
     if (!built)
@@ -348,6 +392,11 @@ std::vector<pa::DecodeVariant> bench_variants() {
         out.push_back(variant(u));
         u.fused = true;
         if (size == 128 || size == 512) out.push_back(variant(u));
+    }
+    for (int size : {1024, 2048, 4096, 8192}) {  // longest first (a batch of mixed lengths)
+        SplitPlan u = fixed(size);
+        u.units = u.longest_first = true;
+        out.push_back(variant(u));
     }
     out.push_back(even_variant());
     out.push_back(auto_variant());

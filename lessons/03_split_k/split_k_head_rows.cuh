@@ -68,16 +68,18 @@ split_k_head_rows_kernel(scalar_t* __restrict__ out,             // [B, H, D] (F
                          const int* __restrict__ context_lens,   // [B]
                          int H, int Hkv, int group, int block_size, int max_blocks_per_seq, float scale,
                          int partition_size, int splits, SplitScratch scratch,
-                         unsigned* __restrict__ counters) {      // [B * Hkv] (FUSED only)
+                         unsigned* __restrict__ counters,        // [B * Hkv] (FUSED only)
+                         const int2* __restrict__ cell_order) {  // [max_partitions][B] or nullptr (cta_cell)
     using L = HeadRowLayout<HEAD_SIZE, ROWS>;
     constexpr int kRow = L::kRow;
     constexpr int kTile = L::kTile;
     constexpr int kStages = L::kStages;
     using Order = std::conditional_t<UNITS, lesson02::UnitTile<HEAD_SIZE>, RowOrder<HEAD_SIZE>>;
 
-    const int seq = blockIdx.y;
+    const int2 cell = cta_cell(cell_order);
+    const int seq = cell.x;
     const int kv_head = blockIdx.x;
-    const int part = blockIdx.z;
+    const int part = cell.y;
     const int first_head = kv_head * group;
     const int num_heads = group;  // <= ROWS
     const int ctx = context_lens[seq];

@@ -207,6 +207,14 @@ __device__ __forceinline__ int partition_tokens(int ctx, int partition_size, int
     return (even + 31) / 32 * 32;
 }
 
+// The cell (sequence, partition) that this CTA covers: the grid's own (y, z), or with a
+// longest-first plan entry y + B z of the launch's order table (split_plan.h:
+// longest_first_order). The GPU starts CTAs in index order, x (the KV head) fastest, so the
+// table decides which partitions start first.
+__device__ __forceinline__ int2 cta_cell(const int2* __restrict__ cell_order) {
+    return cell_order ? cell_order[blockIdx.y + gridDim.y * blockIdx.z] : make_int2(blockIdx.y, blockIdx.z);
+}
+
 // Merges the partitions of heads first_head .. + num_heads of sequence `seq` into out, with
 // `threads` threads (thread index tid): M = max_p m_p, then out = sum_p w_p acc_p / sum_p w_p l_p
 // with w_p = exp(m_p - M). Sentinels (-inf, 0, 0) get w_p = 0: no mask, no partition count.
@@ -231,7 +239,8 @@ __device__ __forceinline__ void merge_partitions(scalar_t* __restrict__ out, con
     }
 }
 
-// Grid (Hkv, B, max_partitions): blockIdx.z is the partition. FUSED: the last partition CTA
+// Grid (Hkv, B, max_partitions): blockIdx.z is the partition (or cta_cell's, with an order
+// table: a longest-first plan). FUSED: the last partition CTA
 // of a (sequence, KV head) to finish merges; counters [B * Hkv] start at 0 and are left at 0.
 // UNITS (sm_90): lesson 02's step 7 producers, one bulk copy per 16-token unit of a page; the
 // consumers read the tile in its unit order and give slots past the partition's end -inf.
@@ -245,16 +254,18 @@ split_k_partition_kernel(scalar_t* __restrict__ out,             // [B, H, D] (F
                          const int* __restrict__ context_lens,   // [B]
                          int H, int Hkv, int group, int block_size, int max_blocks_per_seq, float scale,
                          int partition_size, int splits, SplitScratch scratch,
-                         unsigned* __restrict__ counters) {      // [B * Hkv] (FUSED only)
+                         unsigned* __restrict__ counters,        // [B * Hkv] (FUSED only)
+                         const int2* __restrict__ cell_order) {  // [max_partitions][B] or nullptr (cta_cell)
     using L = MmaLayout<HEAD_SIZE, HEADS_PER_CTA, CTAS_PER_SM>;
     constexpr int kRow = L::kRow;
     constexpr int kTile = L::kTile;
     constexpr int kStages = L::kStages;
     using Order = std::conditional_t<UNITS, lesson02::UnitTile<HEAD_SIZE>, RowOrder<HEAD_SIZE>>;
 
-    const int seq = blockIdx.y;
+    const int2 cell = cta_cell(cell_order);
+    const int seq = cell.x;
     const int kv_head = blockIdx.x;
-    const int part = blockIdx.z;
+    const int part = cell.y;
     const int first_head = kv_head * group;
     const int num_heads = group;  // <= HEADS_PER_CTA
     const int ctx = context_lens[seq];

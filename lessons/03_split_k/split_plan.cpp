@@ -51,8 +51,29 @@ int grid_partitions(const SplitPlan& p, int max_ctx) {
     return p.splits > 0 ? p.splits : num_partitions(max_ctx, p.partition_size);
 }
 
+std::vector<Cell> longest_first_order(const SplitPlan& p, const std::vector<int>& ctx, int partitions) {
+    const int B = static_cast<int>(ctx.size());
+    std::vector<Cell> cells;
+    std::vector<int> tokens;  // tokens[i]: the token count of cells[i]
+    cells.reserve(static_cast<size_t>(B) * partitions);
+    for (int part = 0; part < partitions; ++part)
+        for (int seq = 0; seq < B; ++seq) {
+            const int size = partition_tokens(p, ctx[seq]);
+            cells.push_back({seq, part});
+            tokens.push_back(std::max(0, std::min(size, ctx[seq] - part * size)));
+        }
+    std::vector<size_t> idx(cells.size());
+    for (size_t i = 0; i < idx.size(); ++i) idx[i] = i;
+    std::stable_sort(idx.begin(), idx.end(), [&](size_t a, size_t b) { return tokens[a] > tokens[b]; });
+    std::vector<Cell> out;
+    out.reserve(cells.size());
+    for (size_t i : idx) out.push_back(cells[i]);
+    return out;
+}
+
 std::string plan_name(const SplitPlan& p) {
-    const std::string rows = std::string(p.head_rows ? "rows_" : "") + (p.units ? "units_" : "");
+    const std::string rows =
+        std::string(p.head_rows ? "rows_" : "") + (p.units ? "units_" : "") + (p.longest_first ? "lpt_" : "");
     if (p.splits > 0) return "split_k_" + rows + "even" + std::to_string(p.splits);
     return "split_k_" + rows + (p.fused ? "fused_" : "") + std::to_string(p.partition_size);
 }
@@ -61,7 +82,7 @@ namespace {
 
 constexpr int kPostPartition = 512;  // the posts' and vLLM's PARTITION_SIZE
 constexpr long long kLongPartition = 4096;  // our rule: one CTA per SM suffices from here
-constexpr long long kMixedLargest = 2048;   // our rule: the largest partition of a batch of mixed lengths
+constexpr long long kMixedLargest = 4096;   // our rule: the largest partition of a batch of mixed lengths
 
 Choice split_at(int partition_size, bool split) {
     Choice c;
@@ -110,7 +131,7 @@ Choice our_rule(const ShapeFacts& f) {
     // kLongPartition tokens or more streams at full rate alone on its SM (one per SM suffices)
     const double target = 0.9 * f.sms * (group <= 8 ? 2 : 1);
     auto enough = [&](long long ctas_at_p, long long p) {
-        return ctas_at_p >= (p >= kLongPartition ? 0.9 * f.sms : target);
+        return ctas_at_p >= (even_batch && p >= kLongPartition ? 0.9 * f.sms : target);
     };
     // partition CTAs of the batch at partition size p; an uneven batch is summarised by its
     // total and its length, so count its partitions as if even, plus one per sequence
@@ -135,6 +156,7 @@ Choice our_rule(const ShapeFacts& f) {
     c.plan.fused = group <= 2;
     c.plan.head_rows = head_rows;
     c.plan.units = size >= kUnitsSmallestPartition;
+    c.plan.longest_first = !even_batch;
     return c;
 }
 

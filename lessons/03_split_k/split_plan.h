@@ -49,6 +49,9 @@ int num_partitions(int ctx, int partition_size);
 // units (sm_90): the producers (of the partition or the head-row kernel) are lesson 02's step 7
 // (one bulk copy per 16-token unit of a page, 8 at D 256); pages of 8 tokens at D 64 and 128
 // are too small.
+// longest_first: the CTAs start in the order of longest_first_order (the longest partitions
+// first, the empty ones last) instead of the grid's own order; planned on the host from the
+// batch's lengths (PagedDecodeArgs::context_lens_host; without them, the grid's order).
 // Unit copies pay from partitions of one 128-token tile (measured; our_rule and lesson 04 use it).
 constexpr int kUnitsSmallestPartition = 128;
 
@@ -58,7 +61,23 @@ struct SplitPlan {
     bool fused = false;
     bool head_rows = false;
     bool units = false;
+    bool longest_first = false;
 };
+
+// One CTA's work in a split-k grid: partition `part` of sequence `seq` (for every KV head:
+// the grid's x). Laid out as the kernels' int2.
+struct Cell {
+    int seq = 0, part = 0;
+    bool operator==(const Cell& o) const { return seq == o.seq && part == o.part; }
+};
+
+// Every cell of a launch over these lengths (partitions = grid_partitions: ctx.size() x
+// partitions cells), in the order their CTAs should start: by the partition's token count,
+// largest first, ties in the grid's own order (partition-major, then sequence), so the
+// empty partitions come last. The GPU starts CTAs in index order, and a batch of mixed
+// lengths in the grid's own order starts the long sequences' last partitions last: the
+// final wave is full-size CTAs on a GPU that is emptying (README: "Longest first").
+std::vector<Cell> longest_first_order(const SplitPlan& p, const std::vector<int>& ctx, int partitions);
 
 // Partition CTAs per (sequence, KV head) for a batch whose longest context is max_ctx
 // (`splits` itself with splits > 0).
@@ -67,7 +86,8 @@ int grid_partitions(const SplitPlan& p, int max_ctx);
 int partition_tokens(const SplitPlan& p, int ctx);
 
 // CSV names: split_k_256, split_k_even8 (splits), split_k_fused_256, split_k_rows_256 (head rows),
-// split_k_units_256, split_k_units_fused_256 and split_k_rows_units_256 (unit copies).
+// split_k_units_256, split_k_units_fused_256 and split_k_rows_units_256 (unit copies),
+// split_k_units_lpt_2048 (longest first; "lpt" after the units, before fused).
 std::string plan_name(const SplitPlan& p);
 
 // What a rule decides for a shape: single pass, or split-k with this plan.
@@ -94,9 +114,9 @@ Choice split_count_rule(const ShapeFacts& f);
 //  * single pass when the single-pass grid (B * Hkv CTAs) already fills 90 % of the SMs and
 //    the batch is even (no context above twice the mean): nothing is gained by splitting;
 //  * otherwise split-k, with the largest power-of-two partition whose CTAs still give every
-//    SM one (groups up to 8: two, which share an SM, unless the partition is 4096 tokens or
-//    more), at most 2048 tokens for a batch of mixed lengths (so that the longest
-//    sequence's CTAs are not the tail), at least 128 tokens (256 for a full 8-head group)
+//    SM one (groups up to 8: two, which share an SM, unless the batch is even and the
+//    partition 4096 tokens or more), at most 4096 tokens for a batch of mixed lengths,
+//    whose CTAs start longest first (longest_first), at least 128 tokens (256 for a full 8-head group)
 //    and, for the partition kernel, at least 1/16 of the longest context; or 64 when a short
 //    context would otherwise give fewer than 8 partitions;
 //  * fused (no reduce launch) for groups of 1 or 2, whose last CTA has one or two heads to
