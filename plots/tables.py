@@ -1364,7 +1364,8 @@ LESSON03_SPLIT = ["split_k_64", "split_k_128", "split_k_256", "split_k_512", "sp
                   "split_k_units_64", "split_k_units_128", "split_k_units_256", "split_k_units_512", "split_k_units_1024",
                   "split_k_units_2048", "split_k_units_4096", "split_k_units_8192", "split_k_units_fused_128",
                   "split_k_units_fused_512", "split_k_rows_units_128", "split_k_rows_units_256", "split_k_rows_units_512",
-                  "split_k_rows_units_1024", "split_k_even"]
+                  "split_k_rows_units_1024", "split_k_units_lpt_1024", "split_k_units_lpt_2048",
+                  "split_k_units_lpt_4096", "split_k_units_lpt_8192", "split_k_even"]
 
 
 def lesson03_optional(variant):
@@ -1455,6 +1456,35 @@ def t_lesson03_long(ctx):
             f"(the split-count rule's); `split_k_<P>` gives every sequence its own count of P-token partitions.\n\n"
             + table(["shape", "MiB", "single pass", "split_k_even", "P 128", "P 256", "P 512", "P 1024", "P 4096",
                      "auto pick", "auto"], rows, right={1}))
+    return "\n\n".join(parts)
+
+
+@register("lesson03_longest_first")
+def t_lesson03_longest_first(ctx):
+    """Lesson 03 README: the batch of mixed lengths with its partition CTAs in the grid's own order
+    (split_k_units_<P>) and longest first (split_k_units_lpt_<P>), L2-cold, one run per GPU."""
+    shape = "llama70b-B16-mixed"
+    parts = []
+    for gpu in ctx.data.gpus_or_error("lesson03.csv"):
+        c = ctx.data.get(gpu, "lesson03.csv")
+        rows = []
+        for size in (1024, 2048, 4096, 8192):
+            grid, lpt = c.find("03", f"split_k_units_{size}", shape), c.find("03", f"split_k_units_lpt_{size}", shape)
+            if not grid or not lpt:
+                continue
+            rows.append([str(size), grid["ctas"], f"{us1(grid['us_median'])} ({pct(grid)})",
+                         f"{us1(lpt['us_median'])} ({pct(lpt)})",
+                         f"{float(lpt['us_median']) / float(grid['us_median']):.2f}"])
+        if not rows:
+            continue
+        a = c.row("03", "auto", shape)
+        parts.append(
+            f"**{gpu_name(gpu)}**, data {ctx.link(c)} (streaming read {c.read_bw()}). `{shape}`, L2-cold medians, us "
+            f"(% of read bandwidth), unit copies, lesson 03's reduce; `auto` runs `{a['auto_pick']}`: "
+            f"{us1(a['us_median'])} us ({pct(a)} %).\n\n"
+            + table(["P", "CTAs", "grid order", "longest first", "longest / grid"], rows, right={0, 1, 2, 3, 4}))
+    if not parts:
+        raise TableError("no lesson03.csv has the longest-first rows (split_k_units_lpt_<P>; sm_90 only)")
     return "\n\n".join(parts)
 
 
