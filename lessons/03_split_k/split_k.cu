@@ -133,7 +133,9 @@ SplitScratch scratch_in(pa::SplitBuffers& w, int B, int H, int partitions) {
 // Longest-first order tables ([partitions][B] cells, int2), one per device: planned on the
 // host from the batch's lengths at every launch (B x partitions cells: microseconds) and
 // uploaded only when they differ from the last upload, so a decode step pays one copy and
-// repeated launches over the same lengths none.
+// repeated launches over the same lengths none. Every table covers every cell of the grid
+// once, so the lengths decide only the order: host lengths that disagree with the GPU's would
+// cost speed, never a wrong number.
 class OrderTables {
    public:
     // The table for this launch, or nullptr: the plan is not longest-first, or the caller

@@ -72,10 +72,10 @@ std::vector<Cell> longest_first_order(const SplitPlan& p, const std::vector<int>
 }
 
 std::string plan_name(const SplitPlan& p) {
-    const std::string rows =
+    const std::string kind =
         std::string(p.head_rows ? "rows_" : "") + (p.units ? "units_" : "") + (p.longest_first ? "lpt_" : "");
-    if (p.splits > 0) return "split_k_" + rows + "even" + std::to_string(p.splits);
-    return "split_k_" + rows + (p.fused ? "fused_" : "") + std::to_string(p.partition_size);
+    if (p.splits > 0) return "split_k_" + kind + "even" + std::to_string(p.splits);
+    return "split_k_" + kind + (p.fused ? "fused_" : "") + std::to_string(p.partition_size);
 }
 
 namespace {
