@@ -215,6 +215,23 @@ TEST_CASE("lesson03 refuses what it cannot run, by name", "[gpu][lesson03]") {
     const lesson03::Choice c8 = lesson03::auto_choice(pages8, info);
     CHECK(c8.split);
     CHECK_FALSE(c8.plan.units);
+    // one partition on a grid of two grouped CTAs: the partition kernel with unit copies where
+    // they run, else the single pass (a one-partition split without units does not pay)
+    const pa::DecodeShape tiny = pa::make_shape("g6-B1-ctx128", 12, 2, {128}, 128, 16, pa::DType::fp16);
+    const lesson03::Choice t = lesson03::auto_choice(tiny, info);
+    CHECK(t.split == units_run_here(info));
+    if (t.split) {
+        CHECK(t.plan.units);
+        CHECK(lesson03::grid_partitions(t.plan, 128) == 1);
+    }
+    CHECK_FALSE(lesson03::auto_choice(pa::make_shape("g6-B1-ctx128-pages8", 12, 2, {128}, 128, 8, pa::DType::fp16), info).split);
+    for (const pa::DecodeShape& s : {tiny, pa::make_shape("g6-B1-ctx100", 12, 2, {100}, 64, 16, pa::DType::bf16)}) {
+        const pa::DecodeProblem p = pa::make_decode_problem(s, kSeed);
+        pa::DeviceDecodeProblem dev(p);
+        const pa::CheckResult r = pa::check_once(lesson03::auto_variant(), dev, p, pa::reference::softmax_decode(p));
+        INFO(s.name << ": " << r.message);
+        CHECK(r.pass);
+    }
 }
 
 TEST_CASE("lesson03 longest first: the same bits as the grid's order, partition and head-row kernels, fused and not",

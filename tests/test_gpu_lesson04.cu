@@ -198,6 +198,8 @@ TEST_CASE("lesson04 auto and split_pow2_<P> (lesson 03's plans, pow2_lanes as th
     shapes.push_back(pa::make_shape("g8-40k", 64, 8, {40000}, 128, 16, pa::DType::bf16));          // 313 partitions at 128
     shapes.push_back(pa::make_shape("g32-D256", 32, 1, {3000, 17}, 256, 32, pa::DType::fp16));     // head rows refused
     shapes.push_back(pa::make_shape("g1-B1", 32, 32, {1000}, 128, 16, pa::DType::fp16));  // lesson 03 fuses; auto does not
+    shapes.push_back(pa::make_shape("g6-B1-ctx128", 12, 2, {128}, 128, 16, pa::DType::fp16));  // one partition (sm_90: units)
+    shapes.push_back(pa::make_shape("g6-B1-ctx512", 12, 2, {512}, 128, 16, pa::DType::bf16));  // 128, not lesson 03's 64
     int checked = 0;
     for (const auto& s : shapes) {
         const pa::DecodeProblem p = pa::make_decode_problem(s, kSeed);

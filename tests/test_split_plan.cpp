@@ -162,9 +162,31 @@ TEST_CASE("single-pass/split-k rules decide as stated", "[cpu][split_k]") {
     CHECK(lesson03::our_rule(facts(1, 64, 8, 131072)).plan.partition_size == 8192);  // long: one per SM, 8 * 16 = 128
     CHECK(lesson03::our_rule(facts(1, 12, 2, 512)).plan.partition_size == 64);       // short: 8 pieces of 64
     CHECK(lesson03::our_rule(facts(1, 28, 4, 4096)).plan.partition_size == 256);     // at least 4096 / 16
+    {  // behind a parallel reduce (lesson 04's): no floor of 1/16, no 64-token pieces
+        lesson03::ShapeFacts f = facts(1, 28, 4, 4096);
+        f.parallel_reduce = true;
+        CHECK(lesson03::our_rule(f).plan.partition_size == 128);
+        f = facts(1, 12, 2, 512);
+        f.parallel_reduce = true;
+        CHECK(lesson03::our_rule(f).plan.partition_size == 128);
+        CHECK(lesson03::our_rule(f).plan.units);
+        f = facts(1, 32, 32, 4096);  // a size the CTA target sets is the same behind either reduce
+        const int serial = lesson03::our_rule(f).plan.partition_size;
+        f.parallel_reduce = true;
+        CHECK(lesson03::our_rule(f).plan.partition_size == serial);
+    }
     CHECK(lesson03::our_rule(facts(1, 28, 4, 2048)).plan.partition_size == 128);
     CHECK(lesson03::our_rule(facts(1, 32, 1, 4096)).plan.partition_size == 128);     // MQA B1: as small as allowed
-    CHECK_FALSE(lesson03::our_rule(facts(1, 12, 2, 128)).split);  // one partition of 128: nothing to split
+    // one partition of 128 on a grouped grid of 2 CTAs, where lesson 02's auto runs its per-head
+    // kernel: the partition kernel with unit copies (auto falls back to the single pass where
+    // units cannot run); a grid of 32 grouped CTAs keeps the single pass
+    const lesson03::Choice tiny = lesson03::our_rule(facts(1, 12, 2, 128));
+    CHECK(tiny.split);
+    CHECK(tiny.plan.units);
+    CHECK(lesson03::grid_partitions(tiny.plan, 128) == 1);
+    CHECK_FALSE(lesson03::our_rule(facts(1, 32, 32, 128)).split);
+    CHECK(lesson03::our_rule(facts(1, 12, 2, 100)).split);  // 100 tokens: still one unit-copy partition
+    CHECK_FALSE(lesson03::our_rule(facts(1, 32, 1, 128)).split);  // MQA: head rows, whose one partition does not pay
     CHECK_FALSE(lesson03::our_rule(facts(1, 32, 32, 64)).split);
     // a batch of mixed lengths: split even with a full grid, partitions of at most 4096,
     // longest first; two CTAs per SM wanted even at 4096 tokens (the short sequences' CTAs are short)

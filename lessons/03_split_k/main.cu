@@ -140,10 +140,12 @@ void summarize(const std::vector<pa::ResultRow>& rows, const std::vector<pa::Dec
     print_dispatch(idx, table_ab, info);
     print_posts(idx);
     std::printf("\nauto rule (ours, split_plan.h): single pass when B * Hkv fills 90 %% of the SMs and the batch is even;\n"
-                "else split-k with the largest power-of-two partition (at least 128 tokens, 256 for a group of 8, at most\n"
-                "512 for a mixed batch) whose CTAs give every SM one (two for groups up to 8), 64 tokens when a short\n"
-                "context would get fewer than 8; fused for groups of 1 and 2, head rows for groups of 9 to 32; single\n"
-                "pass after all when that leaves one partition\n");
+                "else split-k with the largest power-of-two partition (at least 128 tokens, 256 for a group of 8, and\n"
+                "1/16 of the longest context in the partition kernel; at most 4096 for a mixed batch, started longest\n"
+                "first) whose CTAs give every SM one (two for groups up to 8, one from 4096 tokens in an even batch),\n"
+                "64 tokens when a short context would get fewer than 8; fused for groups of 1 and 2, head rows for\n"
+                "groups of 9 to 32, unit copies from 128 tokens (sm_90); single pass after all when that leaves one\n"
+                "partition, unless lesson 02 would run its per-head kernel and the partition copies units\n");
 }
 
 }  // namespace

@@ -308,6 +308,8 @@ pa::DecodeVariant single_pass_variant() {
     return v;
 }
 
+static_assert(kTinyGroupedGrid == lesson02::kMinGroupedCtas, "our_rule's per-head threshold is lesson 02's");
+
 ShapeFacts facts_of(const pa::DecodeShape& s, int sms) {
     ShapeFacts f;
     f.B = s.B;
@@ -319,10 +321,14 @@ ShapeFacts facts_of(const pa::DecodeShape& s, int sms) {
     return f;
 }
 
-Choice auto_choice(const pa::DecodeShape& s, const pa::DeviceInfo& info) {
-    Choice c = our_rule(facts_of(s, info.sms));
+Choice auto_choice(const pa::DecodeShape& s, const pa::DeviceInfo& info, bool parallel_reduce) {
+    ShapeFacts f = facts_of(s, info.sms);
+    f.parallel_reduce = parallel_reduce;
+    Choice c = our_rule(f);
     if (c.split && c.plan.head_rows && !why_not(c.plan, s, info).empty()) c.plan.head_rows = false;
     if (c.split && c.plan.units && !why_not(c.plan, s, info).empty()) c.plan.units = false;
+    // one partition was worth it only with unit copies (our_rule): without them, the single pass
+    if (c.split && !c.plan.units && grid_partitions(c.plan, s.max_ctx()) < 2) return Choice{};
     if (c.split && why_not(c.plan, s, info).empty()) return c;
     return Choice{};
 }

@@ -36,8 +36,9 @@ pa::DecodeVariant single_pass_variant();
 ShapeFacts facts_of(const pa::DecodeShape& s, int sms);
 pa::DecodeVariant auto_variant();
 // What `auto` runs on a shape: our_rule's choice when this GPU can run it, the partition kernel
-// where head rows cannot (D 256), else single pass (Choice{}).
-Choice auto_choice(const pa::DecodeShape& s, const pa::DeviceInfo& info);
+// where head rows cannot (D 256), else single pass (Choice{}). parallel_reduce: the plan is
+// for a reduce that loads all partitions at once (lesson 04's; ShapeFacts::parallel_reduce).
+Choice auto_choice(const pa::DecodeShape& s, const pa::DeviceInfo& info, bool parallel_reduce = false);
 
 // single_pass, split_k_{64,128,256,512,1024,4096}, split_k_fused_{128,512}, split_k_rows_{64,128,256,512}
 // (head rows, groups of 9..32), split_k_even (one split count for the whole batch, the split-count rule's), auto.

@@ -139,8 +139,9 @@ Choice our_rule(const ShapeFacts& f) {
         return even_batch ? (f.max_ctx + p - 1) / p * ctas : ((f.total_ctx + p - 1) / p + f.B - 1) * f.Hkv;
     };
     long long smallest = group == 8 ? 256 : 128;
-    // the partition kernel: at most 16 partitions of the longest context
-    if (!head_rows)
+    // the partition kernel behind this lesson's reduce, which walks the partitions one after
+    // another: at most 16 partitions of the longest context
+    if (!head_rows && !f.parallel_reduce)
         while (smallest * 16 < f.max_ctx) smallest *= 2;
     long long size = smallest;
     const long long largest = even_batch ? 1LL << 20 : kMixedLargest;
@@ -150,13 +151,19 @@ Choice our_rule(const ShapeFacts& f) {
             break;
         }
     // a short context that the smallest partition cuts into fewer than 8 pieces: 64 tokens
-    if (size == smallest && f.max_ctx >= 512 && num_partitions(f.max_ctx, static_cast<int>(size)) < 8) size = 64;
-    c.split = num_partitions(f.max_ctx, static_cast<int>(size)) >= 2;
+    // (behind this lesson's reduce; a parallel one does better with 128-token unit copies)
+    if (!f.parallel_reduce && size == smallest && f.max_ctx >= 512 &&
+        num_partitions(f.max_ctx, static_cast<int>(size)) < 8)
+        size = 64;
     c.plan.partition_size = static_cast<int>(size);
     c.plan.fused = group <= 2;
     c.plan.head_rows = head_rows;
     c.plan.units = size >= kUnitsSmallestPartition;
     c.plan.longest_first = !even_batch;
+    // one partition: the single pass, unless that is lesson 02's per-head kernel and the
+    // partition kernel would copy units
+    const bool tiny_grouped_grid = ctas < kTinyGroupedGrid;
+    c.split = num_partitions(f.max_ctx, static_cast<int>(size)) >= 2 || (tiny_grouped_grid && !head_rows && c.plan.units);
     return c;
 }
 

@@ -100,7 +100,15 @@ struct ShapeFacts {
     int B = 1, H = 1, Hkv = 1, max_ctx = 1;
     long long total_ctx = 1;  // the batch's tokens: sum of its context lengths
     int sms = 132;
+    // The reduce behind the plan loads all of a head's partitions at once (lesson 04's
+    // pow2_lanes) instead of walking them one after another (this lesson's): more, shorter
+    // partitions then cost it little.
+    bool parallel_reduce = false;
 };
+
+// Lesson 02's auto runs its per-head kernel for a grouped grid of fewer CTAs than this
+// (lesson02::kMinGroupedCtas; split_k.cu checks that the two agree).
+constexpr int kTinyGroupedGrid = 4;
 
 // The L4 post's first rule: split when B * Hkv < 0.75 * SMs and there are >= 2 segments of 512.
 Choice post_rule_1(const ShapeFacts& f);
@@ -116,16 +124,19 @@ Choice split_count_rule(const ShapeFacts& f);
 //  * otherwise split-k, with the largest power-of-two partition whose CTAs still give every
 //    SM one (groups up to 8: two, which share an SM, unless the batch is even and the
 //    partition 4096 tokens or more), at most 4096 tokens for a batch of mixed lengths,
-//    whose CTAs start longest first (longest_first), at least 128 tokens (256 for a full 8-head group)
-//    and, for the partition kernel, at least 1/16 of the longest context; or 64 when a short
-//    context would otherwise give fewer than 8 partitions;
+//    whose CTAs start longest first (longest_first), at least 128 tokens (256 for a full
+//    8-head group) and, behind this lesson's reduce (not parallel_reduce), for the partition
+//    kernel at least 1/16 of the longest context, or 64 when a short context would otherwise
+//    give fewer than 8 partitions;
 //  * fused (no reduce launch) for groups of 1 or 2, whose last CTA has one or two heads to
 //    merge; with more heads the merge in one CTA costs more than the launch it saves;
 //  * head rows (split_k_rows_<P>) for groups of 9 to 32, whose grouped CTA is bound by its
 //    per-tile barriers rather than by bytes;
 //  * unit copies (split_k_units_<P>, split_k_rows_units_<P>; sm_90) from 128 tokens a
 //    partition (auto drops them where the GPU or the page size does not allow them);
-//  * single pass after all when that leaves one partition.
+//  * single pass after all when that leaves one partition, unless the single pass would be
+//    lesson 02's per-head kernel (fewer than kTinyGroupedGrid grouped CTAs) and the one
+//    partition runs the partition kernel with unit copies: its grouped CTA is faster there.
 Choice our_rule(const ShapeFacts& f);
 
 }  // namespace lesson03

@@ -206,8 +206,8 @@ void print_sweep(const std::vector<pa::ResultRow>& rows, int B, const pa::Device
                 info.name.c_str());
 }
 
-// --plans: per shape, lesson 03's auto against the same plan with this lesson's reduce, and
-// the best fixed partition size under pow2_lanes. L2-cold medians.
+// --plans: per shape, lesson 03's auto against this lesson's (lesson 03's rule for a parallel
+// reduce, with pow2_lanes), and the best fixed partition size under pow2_lanes. L2-cold medians.
 void summarize_plans(const std::vector<pa::ResultRow>& rows, const std::vector<pa::DecodeShape>& shapes) {
     const pa::RowIndex idx(rows);
     std::vector<std::string> fixed, all = {"lesson03_auto", "auto"};
@@ -311,7 +311,8 @@ int main(int argc, char** argv) {
         "partition_size, scratch_bytes, stage (reduce or total). With --shape or --B ...: the check, then the usual\n"
         "per-shape table of the three pipelines on those shapes.\n"
         "--plans   lesson 03's plans with pow2_lanes as their reduce, measured on Table A, Table B and the long\n"
-        "          shapes: auto (lesson 03's choice of kernel and partition size; the reduce launched as a\n"
+        "          shapes: auto (lesson 03's rule for a parallel reduce: its choice of kernel and partition\n"
+        "          size without the floor of 1/16 of the context or 64-token partitions; the reduce launched as a\n"
         "          programmatic dependent on sm_90) and split_pow2_{128,256,512,1024,4096} (fixed partitions),\n"
         "          beside lesson 03's auto (lesson03_auto); the check of these variants is part of --check.\n";
     spec.variants = lesson04::all_variants();
