@@ -220,6 +220,24 @@ TEST_CASE("lesson05 two sequences per CTA: 2 x SMs + 1 short sequences (one CTA 
     }
 }
 
+TEST_CASE("lesson05 two CTAs per SM, one sequence each: lengths at and around 16 tokens and tiles, pages of 16 and 32, "
+          "every step",
+          "[gpu][lesson05]") {
+    const pa::DeviceInfo info = pa::testing::gpu_for_test();
+    const int B = info.sms + 1;  // 2 (sms + 1) CTAs: more than the GPU holds at one per SM, too few to pair sequences
+    const int lengths[] = {1, 15, 16, 17, 127, 128, 129, 255, 1000};
+    std::vector<int> ctx(B);
+    for (int i = 0; i < B; ++i) ctx[i] = lengths[i % 9];
+    for (const int bs : {16, 32}) {
+        const pa::DecodeShape s = pa::make_shape("k-units-bs" + std::to_string(bs), 4, 2, ctx, 128, bs, pa::DType::bf16);
+        REQUIRE(lesson05::seqs_per_cta_for(s, info.sms) == 1);
+        for (const double sigma : {0.0, 2.9}) {
+            const lesson05::Gate gate = lesson05::make_gate(sigma, 2.5);
+            check_steps_on(s, gate, lesson05::variants(gate), "sigma " + std::to_string(sigma));
+        }
+    }
+}
+
 TEST_CASE("lesson05 refuses what it cannot run, by name", "[gpu][lesson05]") {
     const pa::DeviceInfo info = pa::testing::gpu_for_test();
     const lesson05::Gate gate = lesson05::make_gate(1.5);
