@@ -130,42 +130,41 @@ SplitScratch scratch_in(pa::SplitBuffers& w, int B, int H, int partitions) {
     return s;
 }
 
-// Longest-first order tables ([partitions][B] cells, int2), one per device: planned on the
-// host from the batch's lengths at every launch (B x partitions cells: microseconds) and
-// uploaded only when they differ from the last upload, so a decode step pays one copy and
-// repeated launches over the same lengths none. Every table covers every cell of the grid
-// once, so the lengths decide only the order: host lengths that disagree with the GPU's would
-// cost speed, never a wrong number.
+// Longest-first order tables ([partitions][B] cells, int2), one per device, planned on the
+// host from the batch's lengths (B x partitions cells). A launch over the lengths, plan and
+// grid of the last one reuses its table: no sort, no copy; a decode step whose lengths moved
+// pays one sort and one small upload. Every table covers every cell of the grid once, so the
+// lengths decide only the order: host lengths that disagree with the GPU's would cost speed,
+// never a wrong number.
 class OrderTables {
    public:
     // The table for this launch, or nullptr: the plan is not longest-first, or the caller
     // gave no host lengths (then the grid's own order).
     const int2* table_for(const pa::PagedDecodeArgs& a, const SplitPlan& p, int partitions) {
         if (!p.longest_first || a.context_lens_host == nullptr) return nullptr;
-        const std::vector<Cell> cells =
-            longest_first_order(p, std::vector<int>(a.context_lens_host, a.context_lens_host + a.B), partitions);
         int device = 0;
         CUDA_CHECK(cudaGetDevice(&device));
         std::lock_guard<std::mutex> lock(mu_);
         Table& t = per_device_[device];
-        if (cells != t.host) {
+        const bool same = t.partition_size == p.partition_size && t.splits == p.splits && t.partitions == partitions &&
+                          std::equal(t.lens.begin(), t.lens.end(), a.context_lens_host, a.context_lens_host + a.B);
+        if (!same) {
+            t.lens.assign(a.context_lens_host, a.context_lens_host + a.B);
+            t.partition_size = p.partition_size;
+            t.splits = p.splits;
+            t.partitions = partitions;
             CUDA_CHECK(cudaDeviceSynchronize());  // a launch in flight may still read the old table
-            std::vector<int> flat;  // seq, part, seq, part, ...: the kernels' int2
-            flat.reserve(2 * cells.size());
-            for (const Cell& c : cells) {
-                flat.push_back(c.seq);
-                flat.push_back(c.part);
-            }
-            t.device.upload(flat);
-            t.host = cells;
+            t.device.upload(longest_first_order(p, t.lens, partitions));
         }
         return reinterpret_cast<const int2*>(t.device.get());
     }
 
    private:
-    struct Table {
-        std::vector<Cell> host;
-        pa::DeviceBuffer<int> device;
+    static_assert(sizeof(Cell) == sizeof(int2) && alignof(Cell) == alignof(int), "a Cell is the kernels' int2");
+    struct Table {  // what the uploaded table was planned from
+        std::vector<int> lens;
+        int partition_size = -1, splits = -1, partitions = -1;
+        pa::DeviceBuffer<Cell> device;
     };
     std::mutex mu_;
     std::map<int, Table> per_device_;

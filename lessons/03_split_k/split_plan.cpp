@@ -52,22 +52,21 @@ int grid_partitions(const SplitPlan& p, int max_ctx) {
 }
 
 std::vector<Cell> longest_first_order(const SplitPlan& p, const std::vector<int>& ctx, int partitions) {
-    const int B = static_cast<int>(ctx.size());
-    std::vector<Cell> cells;
-    std::vector<int> tokens;  // tokens[i]: the token count of cells[i]
-    cells.reserve(static_cast<size_t>(B) * partitions);
-    for (int part = 0; part < partitions; ++part)
-        for (int seq = 0; seq < B; ++seq) {
+    struct Sized {
+        Cell cell;
+        int tokens;  // the cell's token count (0: a sentinel)
+    };
+    std::vector<Sized> cells;
+    cells.reserve(ctx.size() * static_cast<size_t>(partitions));
+    for (int part = 0; part < partitions; ++part)  // the grid's own order: partition-major
+        for (int seq = 0; seq < static_cast<int>(ctx.size()); ++seq) {
             const int size = partition_tokens(p, ctx[seq]);
-            cells.push_back({seq, part});
-            tokens.push_back(std::max(0, std::min(size, ctx[seq] - part * size)));
+            cells.push_back({{seq, part}, std::max(0, std::min(size, ctx[seq] - part * size))});
         }
-    std::vector<size_t> idx(cells.size());
-    for (size_t i = 0; i < idx.size(); ++i) idx[i] = i;
-    std::stable_sort(idx.begin(), idx.end(), [&](size_t a, size_t b) { return tokens[a] > tokens[b]; });
+    std::stable_sort(cells.begin(), cells.end(), [](const Sized& a, const Sized& b) { return a.tokens > b.tokens; });
     std::vector<Cell> out;
     out.reserve(cells.size());
-    for (size_t i : idx) out.push_back(cells[i]);
+    for (const Sized& c : cells) out.push_back(c.cell);
     return out;
 }
 

@@ -68,7 +68,6 @@ struct SplitPlan {
 // the grid's x). Laid out as the kernels' int2.
 struct Cell {
     int seq = 0, part = 0;
-    bool operator==(const Cell& o) const { return seq == o.seq && part == o.part; }
 };
 
 // Every cell of a launch over these lengths (partitions = grid_partitions: ctx.size() x
