@@ -725,6 +725,7 @@ def t_lesson04_plans(ctx):
 
 LESSON05_STEPS = ("dense", "zero_skip", "compact_atomic", "compact_ordered", "split_k_compact")
 LESSON05_SIGMAS = ("0", "1.5", "2.9")
+LESSON05_COMPACTION = ("compact_atomic", "compact_ordered", "split_k_compact")  # the steps that compact
 LESSON05_GRID = [f"h8kv4-B{b}-ctx{t}" for b in (1, 32, 64, 128) for t in ("256", "512", "1k", "2k")]
 # The H200 post's gains for the same ideas, on its kernels and shapes (section 1.3 and 7.4). Its
 # "up to 80 %" is compaction added to its split-k kernel, measured against that kernel without it.
@@ -821,21 +822,27 @@ def l05_targets(l5):
         d = l5.row("dense", s, "1.5")
         out.append((f"`dense` >= 80 % of read BW on {s}", f"{pct(d)} %", float(d["pct_read_bw"]) >= 80))
     for s in ("h8kv4-B32-ctx1k", "h8kv4-B64-ctx512"):
-        x = l5.speedup("compact_ordered", s, "1.5")
-        xa = l5.speedup("compact_atomic", s, "1.5")
-        out.append((f"compaction >= 1.25x `dense` at sigma 1.5 on {s}", f"{x:.2f}x ordered, {xa:.2f}x atomic",
-                    max(x, xa) >= 1.25))
-    worst = None
+        x = {v: l5.speedup(v, s, "1.5") for v in LESSON05_COMPACTION}
+        out.append((f"compaction >= 1.25x `dense` at sigma 1.5 on {s}",
+                    f"{x['compact_ordered']:.2f}x ordered, {x['compact_atomic']:.2f}x atomic, "
+                    f"{x['split_k_compact']:.2f}x split-k", max(x.values()) >= 1.25))
+    # per shape and sigma: compact_ordered's share of the limit, and the best compaction step's
+    worst_ordered, worst_best = None, None
     for sigma in LESSON05_SIGMAS:
         for s in LESSON05_GRID:
             d = l5.row("dense", s, sigma)
             if int(d["B"]) * int(d["ctx"]) * int(d["Hkv"]) * int(d["D"]) * 4 < 64 * 2**20:
                 continue  # under 64 MiB of K and V
             p = l5.pct_of_limit("compact_ordered", s, sigma)
-            if worst is None or p < worst[0]:
-                worst = (p, s, sigma)
+            b = max(l5.pct_of_limit(v, s, sigma) for v in LESSON05_COMPACTION)
+            if worst_ordered is None or p < worst_ordered[0]:
+                worst_ordered = (p, s, sigma)
+            if worst_best is None or b < worst_best[0]:
+                worst_best = (b, s, sigma)
     out.append(("compaction >= 80 % of the byte model's limit on every shape with >= 64 MiB of K/V",
-                f"lowest {worst[0]:.0f} % ({worst[1]}, sigma {worst[2]})", worst[0] >= 80))
+                f"the fastest compaction step: lowest {worst_best[0]:.0f} % ({worst_best[1]}, sigma {worst_best[2]}); "
+                f"`compact_ordered`: lowest {worst_ordered[0]:.0f} % ({worst_ordered[1]}, sigma {worst_ordered[2]})",
+                worst_best[0] >= 80))
     ratios = [l5.us("compact_ordered", s, sg) / l5.us("compact_atomic", s, sg)
               for sg in LESSON05_SIGMAS for s in LESSON05_GRID]
     out.append(("`compact_ordered` within 5 % of `compact_atomic`",

@@ -226,10 +226,11 @@ struct CtaSeqs {
 // arrive on the slot's `full` barrier once each (copy_k, copy_v). K tiles are copied whole,
 // in token order. A V tile's rows are chosen by the step: copy_v's `token_of(j)` says which
 // token of the tile row j of the staged tile holds (-1: a row of zeros); rows j >= num_rows
-// are left as they are. Two ways to copy (kBulk):
-//   bulk rows (sm_90, when BULK): producer thread r copies row r of the tile, one 256-byte
-//             bulk copy, and arrives with arrive.expect_tx of its bytes; a row of zeros is
-//             16 stores of this thread and a plain arrive.
+// are left as they are; `listed`: the rows are a compacted list (steps 3-5). Two ways to
+// copy (kBulk):
+//   bulk rows (sm_90, when BULK): producer thread r copies row r of the tile (of a list:
+//             row dealt_row()), one 256-byte bulk copy, and arrives with arrive.expect_tx
+//             of its bytes; a row of zeros is 16 stores of this thread and a plain arrive.
 //   cp.async: thread tid copies the 16-byte piece tid % 16 of rows tid / 16, + 8, ..., + 120
 //             (a row of zeros: copies of source size 0, nothing read), then arrives with
 //             cp.async.mbarrier.arrive.noinc.
@@ -351,16 +352,29 @@ struct Producer {
         }
     }
 
+    // Bulk rows of a compacted list: the row this thread copies is 4 * lane + warp (of the
+    // four producer warps). A warp's lanes issue their bulk copies one after another (tens of
+    // ns each), and a list fills rows 0 .. nnz - 1 only: thread j = row j would put a list of
+    // 32 rows on one warp, whose issue then lies between the gate and PV. Dealt, each warp
+    // issues a quarter. Rows at their tokens' places (dense, zero-skip) keep thread j = row j:
+    // their rows of zeros are stores of the thread, and 4 rows apart the lanes of a quarter
+    // warp would write the same banks.
+    __device__ __forceinline__ int dealt_row() const {
+        constexpr int kWarps = kProducerThreads / 32;
+        return tid % 32 * kWarps + tid / 32;
+    }
+
     // V rows of tile `tile` into buf, then this thread's arrival on `full`: row j (<
     // num_rows) holds token token_of(j) of the tile, or zeros where token_of(j) is -1. With
     // cp.async a row of zeros still names a source, which a copy of size 0 does not read:
     // row j's own token (the last one past the end), so that the zero rows of all CTAs do not
     // all name one and the same address.
     template <class TokenOf>
-    __device__ __forceinline__ void copy_v(scalar_t* buf, int tile, int num_rows, TokenOf token_of, uint64_t* full) const {
+    __device__ __forceinline__ void copy_v(scalar_t* buf, int tile, int num_rows, TokenOf token_of, bool listed,
+                                           uint64_t* full) const {
         const int tile_start = t_begin + tile * kTile;
         if constexpr (kBulk) {
-            const int j = tid;  // this thread's row
+            const int j = listed ? dealt_row() : tid;  // this thread's row
             const int tok = j < num_rows ? token_of(j) : -1;
             if (tok >= 0) {
                 pa::mbarrier_arrive_expect_tx(full, kRowBytes);
@@ -416,11 +430,12 @@ struct RunProducer {
             p0.copy_k(buf, w.local_tile(g), full);
     }
     template <class TokenOf>
-    __device__ __forceinline__ void copy_v(scalar_t* buf, int g, int num_rows, TokenOf token_of, uint64_t* full) const {
+    __device__ __forceinline__ void copy_v(scalar_t* buf, int g, int num_rows, TokenOf token_of, bool listed,
+                                           uint64_t* full) const {
         if (w.which(g))
-            p1.copy_v(buf, w.local_tile(g), num_rows, token_of, full);
+            p1.copy_v(buf, w.local_tile(g), num_rows, token_of, listed, full);
         else
-            p0.copy_v(buf, w.local_tile(g), num_rows, token_of, full);
+            p0.copy_v(buf, w.local_tile(g), num_rows, token_of, listed, full);
     }
 };
 

@@ -68,7 +68,8 @@ dense_gated_kernel(scalar_t* __restrict__ out,             // [B, H, D]
                 producer.copy_k(buf, item.tile, &full[slot]);
             } else {
                 const int n = w.tokens_in(item.tile);
-                producer.copy_v(buf, item.tile, kTile, [&](int j) { return j < n ? j : -1; }, &full[slot]);  // every row
+                producer.copy_v(buf, item.tile, kTile, [&](int j) { return j < n ? j : -1; }, false,  // every row
+                                &full[slot]);
             }
         }
         cp_async_wait_all();

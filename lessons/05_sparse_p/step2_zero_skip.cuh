@@ -73,7 +73,8 @@ zero_skip_gated_kernel(scalar_t* __restrict__ out,             // [B, H, D]
                 const int n = w.tokens_in(item.tile);
                 pa::mbarrier_wait(&listed[item.tile % kBufs], (item.tile / kBufs) & 1);
                 const uint8_t* marks = sm.rows + (item.tile % kBufs) * kTile;  // 1: some head uses the row
-                producer.copy_v(buf, item.tile, kTile, [&](int j) { return j < n && marks[j] ? j : -1; }, &full[slot]);
+                producer.copy_v(buf, item.tile, kTile, [&](int j) { return j < n && marks[j] ? j : -1; }, false,
+                                &full[slot]);
             }
         }
         cp_async_wait_all();

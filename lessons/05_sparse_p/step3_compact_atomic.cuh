@@ -9,6 +9,9 @@
 // (rows[i % kBufs][slot]) and its weights in the same column of p16 (p16[i % kBufs][h][slot]).
 // The producers copy V row list[j] into row j of the staged tile, rows nnz .. round16(nnz) - 1
 // are zeroed, and the PV step runs round16(nnz) / 16 mma steps instead of 8.
+//  * With bulk rows the list's rows are dealt over the four producer warps (copy_v's
+//    `listed`, Producer::dealt_row): a list of 32 rows would otherwise sit on the first
+//    warp, whose lanes issue their copies one after another between the gate and PV.
 //  * The order of the list is the order in which the threads' atomics happened to land:
 //    it changes from run to run. The output is the same sum in another order, so it changes
 //    in its last bits (an mma adds 16 rows at a time in fp32, and a row moves to another
@@ -79,7 +82,7 @@ compact_atomic_gated_kernel(scalar_t* __restrict__ out,             // [B, H, D]
                 const uint8_t* list = sm.rows + (item.tile % kBufs) * kTile;  // tokens of the tile some head uses
                 const int nnz = nnz_of[item.tile % kBufs];
                 producer.copy_v(buf, item.tile, (nnz + 15) / 16 * 16, [&](int j) { return j < nnz ? list[j] : -1; },
-                                &full[slot]);
+                                true, &full[slot]);
             }
         }
         cp_async_wait_all();

@@ -75,7 +75,7 @@ compact_ordered_gated_kernel(scalar_t* __restrict__ out,             // [B, H, D
                 const uint8_t* list = sm.rows + (item.tile % kBufs) * kTile;  // tokens of the tile some head uses
                 const int nnz = nnz_of[item.tile % kBufs];
                 producer.copy_v(buf, item.tile, (nnz + 15) / 16 * 16, [&](int j) { return j < nnz ? list[j] : -1; },
-                                &full[slot]);
+                                true, &full[slot]);
             }
         }
         cp_async_wait_all();
