@@ -28,6 +28,7 @@ import csv
 import io
 import math
 import re
+import statistics
 import sys
 import tempfile
 import textwrap
@@ -846,7 +847,7 @@ def l05_targets(l5):
     ratios = [l5.us("compact_ordered", s, sg) / l5.us("compact_atomic", s, sg)
               for sg in LESSON05_SIGMAS for s in LESSON05_GRID]
     out.append(("`compact_ordered` within 5 % of `compact_atomic`",
-                f"ordered / atomic {min(ratios):.3f} .. {max(ratios):.3f} (median {sorted(ratios)[len(ratios) // 2]:.3f})",
+                f"ordered / atomic {min(ratios):.3f} .. {max(ratios):.3f} (median {statistics.median(ratios):.3f})",
                 max(ratios) <= 1.05))
     for s in ("h8kv4-B1-ctx2k", "h8kv4-B32-ctx2k"):
         cells = [f"{l5.us('split_k_compact', s, sg) / l5.us('compact_ordered', s, sg):.2f}" for sg in LESSON05_SIGMAS]
@@ -881,7 +882,7 @@ def t_lesson05_posts(ctx):
 
         def spread(values):
             v = sorted(values)
-            return f"{100 * (v[len(v) // 2] - 1):+.0f} % (median; {100 * (v[0] - 1):+.0f} to {100 * (v[-1] - 1):+.0f} %)"
+            return f"{100 * (statistics.median(v) - 1):+.0f} % (median; {100 * (v[0] - 1):+.0f} to {100 * (v[-1] - 1):+.0f} %)"
 
         zs = [l5.speedup("zero_skip", s, "1.5") for s in LESSON05_GRID]
         co = [l5.speedup("compact_ordered", s, "1.5") for s in LESSON05_GRID]
