@@ -226,7 +226,7 @@ struct CtaSeqs {
 // arrive on the slot's `full` barrier once each (copy_k, copy_v). K tiles are copied whole,
 // in token order. A V tile's rows are chosen by the step: copy_v's `token_of(j)` says which
 // token of the tile row j of the staged tile holds (-1: a row of zeros); rows j >= num_rows
-// are left as they are; `listed`: the rows are a compacted list (steps 3-5). Two ways to
+// are left as they are; `compacted`: the rows are a compacted list (steps 3-5). Two ways to
 // copy (kBulk):
 //   bulk rows (sm_90, when BULK): producer thread r copies row r of the tile (of a list:
 //             row dealt_row()), one 256-byte bulk copy, and arrives with arrive.expect_tx
@@ -370,11 +370,11 @@ struct Producer {
     // row j's own token (the last one past the end), so that the zero rows of all CTAs do not
     // all name one and the same address.
     template <class TokenOf>
-    __device__ __forceinline__ void copy_v(scalar_t* buf, int tile, int num_rows, TokenOf token_of, bool listed,
+    __device__ __forceinline__ void copy_v(scalar_t* buf, int tile, int num_rows, TokenOf token_of, bool compacted,
                                            uint64_t* full) const {
         const int tile_start = t_begin + tile * kTile;
         if constexpr (kBulk) {
-            const int j = listed ? dealt_row() : tid;  // this thread's row
+            const int j = compacted ? dealt_row() : tid;  // this thread's row
             const int tok = j < num_rows ? token_of(j) : -1;
             if (tok >= 0) {
                 pa::mbarrier_arrive_expect_tx(full, kRowBytes);
@@ -430,12 +430,12 @@ struct RunProducer {
             p0.copy_k(buf, w.local_tile(g), full);
     }
     template <class TokenOf>
-    __device__ __forceinline__ void copy_v(scalar_t* buf, int g, int num_rows, TokenOf token_of, bool listed,
+    __device__ __forceinline__ void copy_v(scalar_t* buf, int g, int num_rows, TokenOf token_of, bool compacted,
                                            uint64_t* full) const {
         if (w.which(g))
-            p1.copy_v(buf, w.local_tile(g), num_rows, token_of, listed, full);
+            p1.copy_v(buf, w.local_tile(g), num_rows, token_of, compacted, full);
         else
-            p0.copy_v(buf, w.local_tile(g), num_rows, token_of, listed, full);
+            p0.copy_v(buf, w.local_tile(g), num_rows, token_of, compacted, full);
     }
 };
 

@@ -10,7 +10,7 @@
 // The producers copy V row list[j] into row j of the staged tile, rows nnz .. round16(nnz) - 1
 // are zeroed, and the PV step runs round16(nnz) / 16 mma steps instead of 8.
 //  * With bulk rows the list's rows are dealt over the four producer warps (copy_v's
-//    `listed`, Producer::dealt_row): a list of 32 rows would otherwise sit on the first
+//    `compacted`, Producer::dealt_row): a list of 32 rows would otherwise sit on the first
 //    warp, whose lanes issue their copies one after another between the gate and PV.
 //  * The order of the list is the order in which the threads' atomics happened to land:
 //    it changes from run to run. The output is the same sum in another order, so it changes
