@@ -272,5 +272,17 @@ TEST_CASE("lesson03 longest first: the same bits as the grid's order, partition 
         longest.launch(no_host, nullptr);
         CUDA_CHECK(cudaDeviceSynchronize());
         CHECK(dev.download_output() == expected);
+        // host lengths a token longer than the GPU's, as a decode step later (re-planned; the
+        // table is uploaded only where the order moved), then the true ones again: still right
+        std::vector<int> grown = s.ctx;
+        for (int& c : grown) ++c;
+        for (const std::vector<int>* lens : std::vector<const std::vector<int>*>{&grown, &s.ctx}) {
+            pa::PagedDecodeArgs moved = dev.args();
+            moved.context_lens_host = lens->data();
+            dev.poison_output();
+            longest.launch(moved, nullptr);
+            CUDA_CHECK(cudaDeviceSynchronize());
+            CHECK(dev.download_output() == expected);
+        }
     }
 }

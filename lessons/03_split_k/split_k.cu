@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <map>
+#include <utility>
 #include <mutex>
 
 #include "cuda_check.cuh"
@@ -132,10 +133,12 @@ SplitScratch scratch_in(pa::SplitBuffers& w, int B, int H, int partitions) {
 
 // Longest-first order tables ([partitions][B] cells, int2), one per device, planned on the
 // host from the batch's lengths (B x partitions cells). A launch over the lengths, plan and
-// grid of the last one reuses its table: no sort, no copy; a decode step whose lengths moved
-// pays one sort and one small upload. Every table covers every cell of the grid once, so the
-// lengths decide only the order: host lengths that disagree with the GPU's would cost speed,
-// never a wrong number.
+// grid of the last one reuses its table: no sort, no copy. A decode step whose lengths moved
+// pays one sort; the table is uploaded (after a device-wide synchronize, since a launch in
+// flight may still read it) only when the order itself changed, which lengths that grow by a
+// token a step do only when a partition fills up or a new one starts. Every table covers
+// every cell of the grid once, so the lengths decide only the order: host lengths that
+// disagree with the GPU's would cost speed, never a wrong number.
 class OrderTables {
    public:
     // The table for this launch, or nullptr: the plan is not longest-first, or the caller
@@ -153,17 +156,23 @@ class OrderTables {
             t.partition_size = p.partition_size;
             t.splits = p.splits;
             t.partitions = partitions;
-            CUDA_CHECK(cudaDeviceSynchronize());  // a launch in flight may still read the old table
-            t.device.upload(longest_first_order(p, t.lens, partitions));
+            std::vector<Cell> order = longest_first_order(p, t.lens, partitions);
+            const auto same_cell = [](const Cell& x, const Cell& y) { return x.seq == y.seq && x.part == y.part; };
+            if (!std::equal(order.begin(), order.end(), t.order.begin(), t.order.end(), same_cell)) {
+                CUDA_CHECK(cudaDeviceSynchronize());  // a launch in flight may still read the old table
+                t.device.upload(order);
+                t.order = std::move(order);
+            }
         }
         return reinterpret_cast<const int2*>(t.device.get());
     }
 
    private:
     static_assert(sizeof(Cell) == sizeof(int2) && alignof(Cell) == alignof(int), "a Cell is the kernels' int2");
-    struct Table {  // what the uploaded table was planned from
+    struct Table {  // the lengths and plan of the last launch, and the order uploaded
         std::vector<int> lens;
         int partition_size = -1, splits = -1, partitions = -1;
+        std::vector<Cell> order;
         pa::DeviceBuffer<Cell> device;
     };
     std::mutex mu_;
