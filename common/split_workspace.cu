@@ -4,19 +4,20 @@
 
 namespace pa {
 
-SplitBuffers& SplitWorkspace::at_least(size_t floats, size_t counters) {
+SplitBuffers& SplitWorkspace::at_least(size_t floats, size_t counters, cudaStream_t stream) {
     int device = 0;
     CUDA_CHECK(cudaGetDevice(&device));
     std::lock_guard<std::mutex> lock(mu_);
-    SplitBuffers& b = per_device_[device];
+    SplitBuffers& b = per_stream_[{device, stream}];
     if (b.floats.size() < floats) {
-        CUDA_CHECK(cudaDeviceSynchronize());  // a launch in flight may still use the old buffer
+        CUDA_CHECK(cudaStreamSynchronize(stream));  // a launch in flight on this stream may still use the old buffer
         b.floats.allocate(floats);
     }
     if (b.counters.size() < counters) {
-        CUDA_CHECK(cudaDeviceSynchronize());
+        CUDA_CHECK(cudaStreamSynchronize(stream));
         b.counters.allocate(counters);
-        b.counters.fill_bytes(0);
+        // zeroed in the stream's order: a stream that does not wait for the default one still sees 0
+        CUDA_CHECK(cudaMemsetAsync(b.counters.get(), 0, b.counters.bytes(), stream));
     }
     return b;
 }

@@ -1,12 +1,17 @@
 // Scratch that the CTAs of one launch share (split-k's partials and its merge counters), one
-// set per device, grown as needed and never shrunk: the first launch of a size allocates
-// (outside the timed launches, which come after warm-up), the later ones only read the
-// pointers. The counters start at 0; a launch that uses them must leave them at 0.
+// set per (device, stream), grown as needed and never shrunk: the first launch of a size
+// allocates (outside the timed launches, which come after warm-up), the later ones only read
+// the pointers. Launches on different streams may run at the same time, so each stream gets
+// its own set; launches on one stream run in order and share theirs. The counters start at
+// 0; a launch that uses them must leave them at 0.
 #pragma once
+
+#include <cuda_runtime.h>
 
 #include <cstddef>
 #include <map>
 #include <mutex>
+#include <utility>
 
 #include "device_buffer.cuh"
 
@@ -19,12 +24,12 @@ struct SplitBuffers {
 
 class SplitWorkspace {
    public:
-    // The current device's buffers, grown to at least these sizes.
-    SplitBuffers& at_least(size_t floats, size_t counters);
+    // The buffers of the current device and this stream, grown to at least these sizes.
+    SplitBuffers& at_least(size_t floats, size_t counters, cudaStream_t stream);
 
    private:
     std::mutex mu_;
-    std::map<int, SplitBuffers> per_device_;
+    std::map<std::pair<int, cudaStream_t>, SplitBuffers> per_stream_;
 };
 
 }  // namespace pa

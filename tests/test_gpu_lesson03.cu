@@ -286,3 +286,22 @@ TEST_CASE("lesson03 longest first: the same bits as the grid's order, partition 
         }
     }
 }
+
+TEST_CASE("lesson03 two streams at once: scratch, merge counters and order tables are the stream's own", "[gpu][lesson03]") {
+    const pa::DeviceInfo info = pa::testing::gpu_for_test();
+    // two batches of the same size (so that even scratch sized per launch would be shared), other
+    // lengths; small enough that both streams' CTAs are resident together
+    const pa::DecodeShape a = pa::make_shape("streams-a", 8, 2, {3000, 700, 5000, 1}, 128, 16, pa::DType::bf16);
+    const pa::DecodeShape b = pa::make_shape("streams-b", 8, 2, {4100, 5000, 90, 2600}, 128, 16, pa::DType::bf16);
+    lesson03::SplitPlan lpt = fixed(256);
+    lpt.longest_first = true;
+    lesson03::SplitPlan lpt_fused = fixed(512, true);
+    lpt_fused.longest_first = true;
+    for (const lesson03::SplitPlan& plan : {fixed(256), fixed(512, true), lpt, lpt_fused}) {
+        const pa::DecodeVariant v = lesson03::variant(plan);
+        REQUIRE(v.why_not(a, info).empty());
+        REQUIRE(v.why_not(b, info).empty());
+        pa::testing::check_two_streams(v, a, b, kSeed + 11);
+    }
+    pa::testing::check_two_streams(lesson03::auto_variant(), a, b, kSeed + 12);
+}

@@ -237,3 +237,17 @@ TEST_CASE("lesson04 refuses what it did not build, in one line", "[gpu][lesson04
     const pa::DecodeShape huge = pa::make_shape("huge", 8, 4, {524289}, 128, 16, pa::DType::bf16);
     for (Fix f : lesson04::all_fixes()) CHECK(lesson04::why_not(f, huge, info).find("1024") != std::string::npos);
 }
+
+TEST_CASE("lesson04 two streams at once: each stream's pipeline has its own scratch", "[gpu][lesson04]") {
+    const pa::DeviceInfo info = pa::testing::gpu_for_test();
+    // two batches of the same size (so that even scratch sized per launch would be shared), other
+    // lengths; small enough that both streams' CTAs are resident together
+    const pa::DecodeShape a = pa::make_shape("streams-a", 8, 2, {3000, 700, 5000, 1}, 128, 16, pa::DType::fp16);
+    const pa::DecodeShape b = pa::make_shape("streams-b", 8, 2, {4100, 5000, 90, 2600}, 128, 16, pa::DType::fp16);
+    for (const pa::DecodeVariant& v : {lesson04::variant(Fix::pow2_lanes), lesson04::variant(Fix::loop),
+                                        lesson04::auto_variant(), lesson04::split_pow2_variant(256)}) {
+        REQUIRE(v.why_not(a, info).empty());
+        REQUIRE(v.why_not(b, info).empty());
+        pa::testing::check_two_streams(v, a, b, kSeed + 11);
+    }
+}

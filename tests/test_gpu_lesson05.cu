@@ -297,3 +297,18 @@ TEST_CASE("lesson05 host side: zero counts against a brute-force count, the byte
     CHECK(lesson05::seqs_per_cta(1, 600, 512, 16, 132, 512) == 1);   // one sequence
     CHECK(lesson05::seqs_per_cta(265, 2, 384, 16, 132, 512) == 2);   // the check's batch: 530 -> 266
 }
+
+TEST_CASE("lesson05 two streams at once: split-k's partials and merge counters are the stream's own", "[gpu][lesson05]") {
+    const pa::DeviceInfo info = pa::testing::gpu_for_test();
+    // two batches of the same size (so that even scratch sized per launch would be shared), other
+    // lengths; small enough that both streams' CTAs are resident together
+    const pa::DecodeShape a = pa::make_shape("streams-a", 8, 4, {3000, 700, 5000, 1}, 128, 16, pa::DType::bf16);
+    const pa::DecodeShape b = pa::make_shape("streams-b", 8, 4, {4100, 5000, 90, 2600}, 128, 16, pa::DType::bf16);
+    const lesson05::Gate gate = lesson05::make_gate(1.5);
+    for (const pa::DecodeVariant& v : {lesson05::variant("split_k_compact", gate), lesson05::split_k_variant(256, gate),
+                                        lesson05::variant("compact_ordered", gate)}) {
+        REQUIRE(v.why_not(a, info).empty());
+        REQUIRE(v.why_not(b, info).empty());
+        pa::testing::check_two_streams(v, a, b, kSeed + 11);
+    }
+}

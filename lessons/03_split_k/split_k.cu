@@ -118,7 +118,7 @@ size_t plan_smem(const SplitPlan& p, pa::DType t, int D, const Launch& l) {
 }
 
 // Scratch (m, l, acc back to back) and the fused merge's counters ([B * Hkv]): one set per
-// device, grown as needed (common/split_workspace.cuh); every fused launch leaves the counters at 0.
+// (device, stream), grown as needed (common/split_workspace.cuh); every fused launch leaves the counters at 0.
 pa::SplitWorkspace g_workspace;
 
 SplitScratch scratch_in(pa::SplitBuffers& w, int B, int H, int partitions) {
@@ -131,24 +131,26 @@ SplitScratch scratch_in(pa::SplitBuffers& w, int B, int H, int partitions) {
     return s;
 }
 
-// Longest-first order tables ([partitions][B] cells, int2), one per device, planned on the
-// host from the batch's lengths (B x partitions cells). A launch over the lengths, plan and
-// grid of the last one reuses its table: no sort, no copy. A decode step whose lengths moved
-// pays one sort; the table is uploaded (after a device-wide synchronize, since a launch in
-// flight may still read it) only when the order itself changed, which lengths that grow by a
-// token a step do only when a partition fills up or a new one starts. Every table covers
-// every cell of the grid once, so the lengths decide only the order: host lengths that
-// disagree with the GPU's would cost speed, never a wrong number.
+// Longest-first order tables ([partitions][B] cells, int2), one per (device, stream), planned
+// on the host from the batch's lengths (B x partitions cells). A launch over the lengths,
+// plan and grid of the stream's last one reuses its table: no sort, no copy. A decode step
+// whose lengths moved pays one sort; the table is uploaded only when the order itself
+// changed, which lengths that grow by a token a step do only when a partition fills up or a
+// new one starts. The upload is a copy on the launch's stream, so it lands after the
+// launches before it on that stream have read the old table, and the host waits for nothing
+// (only a table that must grow waits for its stream first). Launches on other streams have
+// tables of their own. Every table covers every cell of the grid once, so the lengths decide
+// only the order: host lengths that disagree with the GPU's cost speed, never a wrong number.
 class OrderTables {
    public:
     // The table for this launch, or nullptr: the plan is not longest-first, or the caller
     // gave no host lengths (then the grid's own order).
-    const int2* table_for(const pa::PagedDecodeArgs& a, const SplitPlan& p, int partitions) {
+    const int2* table_for(const pa::PagedDecodeArgs& a, const SplitPlan& p, int partitions, cudaStream_t stream) {
         if (!p.longest_first || a.context_lens_host == nullptr) return nullptr;
         int device = 0;
         CUDA_CHECK(cudaGetDevice(&device));
         std::lock_guard<std::mutex> lock(mu_);
-        Table& t = per_device_[device];
+        Table& t = per_stream_[{device, stream}];
         const bool same = t.partition_size == p.partition_size && t.splits == p.splits && t.partitions == partitions &&
                           std::equal(t.lens.begin(), t.lens.end(), a.context_lens_host, a.context_lens_host + a.B);
         if (!same) {
@@ -159,8 +161,13 @@ class OrderTables {
             std::vector<Cell> order = longest_first_order(p, t.lens, partitions);
             const auto same_cell = [](const Cell& x, const Cell& y) { return x.seq == y.seq && x.part == y.part; };
             if (!std::equal(order.begin(), order.end(), t.order.begin(), t.order.end(), same_cell)) {
-                CUDA_CHECK(cudaDeviceSynchronize());  // a launch in flight may still read the old table
-                t.device.upload(order);
+                if (t.device.size() < order.size()) {
+                    CUDA_CHECK(cudaStreamSynchronize(stream));  // a launch in flight may still read the old table
+                    t.device.allocate(order.size());
+                }
+                // from pageable memory: the call returns once the bytes are staged, so `order` may go
+                CUDA_CHECK(cudaMemcpyAsync(t.device.get(), order.data(), order.size() * sizeof(Cell),
+                                           cudaMemcpyHostToDevice, stream));
                 t.order = std::move(order);
             }
         }
@@ -169,14 +176,14 @@ class OrderTables {
 
    private:
     static_assert(sizeof(Cell) == sizeof(int2) && alignof(Cell) == alignof(int), "a Cell is the kernels' int2");
-    struct Table {  // the lengths and plan of the last launch, and the order uploaded
+    struct Table {  // the lengths and plan of the stream's last launch, and the order uploaded
         std::vector<int> lens;
         int partition_size = -1, splits = -1, partitions = -1;
         std::vector<Cell> order;
         pa::DeviceBuffer<Cell> device;
     };
     std::mutex mu_;
-    std::map<int, Table> per_device_;
+    std::map<std::pair<int, cudaStream_t>, Table> per_stream_;
 };
 
 OrderTables g_orders;
@@ -195,7 +202,7 @@ void launch_partition_kernel(const pa::PagedDecodeArgs& a, const SplitPlan& p, c
                              cudaStream_t stream) {
     const Launch l = plan_launch(p, a.B, a.H, a.Hkv, s.max_partitions);
     const int partition_size = p.splits > 0 ? 0 : p.partition_size;
-    const int2* cell_order = g_orders.table_for(a, p, s.max_partitions);
+    const int2* cell_order = g_orders.table_for(a, p, s.max_partitions, stream);
     const bool built = with_plan_kernel<FUSED>(p, a.dtype, a.D, l, [&](auto kernel, int smem) {
         using T = typename pa::KernelScalar<decltype(kernel)>::type;
         if (p.units) {  // a unit kernel where it cannot run would trap: say why instead
@@ -276,7 +283,7 @@ std::string why_not(const SplitPlan& p, const pa::DecodeShape& s, const pa::Devi
 
 void launch(const pa::PagedDecodeArgs& a, const SplitPlan& p, cudaStream_t stream) {
     const int partitions = grid_partitions(p, a.max_ctx);
-    pa::SplitBuffers& w = g_workspace.at_least(static_cast<size_t>(a.B) * a.H * partitions * (a.D + 2), static_cast<size_t>(a.B) * a.Hkv);
+    pa::SplitBuffers& w = g_workspace.at_least(static_cast<size_t>(a.B) * a.H * partitions * (a.D + 2), static_cast<size_t>(a.B) * a.Hkv, stream);
     const SplitScratch s = scratch_in(w, a.B, a.H, partitions);
     if (p.fused) {
         launch_partition_kernel<true>(a, p, s, w.counters.get(), stream);

@@ -33,17 +33,22 @@ void launch_reduce(Fix f, const pa::PagedDecodeArgs& a, const lesson03::SplitScr
     }
 }
 
-lesson03::SplitScratch Scratch::get(int B, int H, int D, int partitions) {
+lesson03::SplitScratch Scratch::get(int B, int H, int D, int partitions, cudaStream_t stream) {
+    int device = 0;
+    CUDA_CHECK(cudaGetDevice(&device));
+    std::lock_guard<std::mutex> lock(mu_);
+    Buffers& b = per_stream_[{device, stream}];
     const size_t entries = static_cast<size_t>(B) * H * partitions;
-    if (m_.size() != entries) {
-        m_.allocate(entries);  // [B, H, partitions]
-        l_.allocate(entries);  // [B, H, partitions]
+    if (b.m.size() != entries || b.acc.size() != entries * D) {
+        CUDA_CHECK(cudaStreamSynchronize(stream));  // a launch in flight on this stream may still use the old ones
+        b.m.allocate(entries);         // [B, H, partitions]
+        b.l.allocate(entries);         // [B, H, partitions]
+        b.acc.allocate(entries * D);   // [B, H, partitions, D]
     }
-    if (acc_.size() != entries * D) acc_.allocate(entries * D);  // [B, H, partitions, D]
     lesson03::SplitScratch s;
-    s.m = m_.get();
-    s.l = l_.get();
-    s.acc = acc_.get();
+    s.m = b.m.get();
+    s.l = b.l.get();
+    s.acc = b.acc.get();
     s.max_partitions = partitions;
     return s;
 }
@@ -56,7 +61,7 @@ void launch_pipeline(Fix f, const pa::PagedDecodeArgs& a, int partition_size, Sc
     if (!is_partition_size(partition_size))
         throw pa::CudaError(pa::strf("lesson04: partition size %d is not one of 32, 64, 128, 256, 512", partition_size));
     const int segments = segments_for(a.max_ctx, partition_size);
-    const lesson03::SplitScratch s = scratch.get(a.B, a.H, a.D, scratch_partitions(f, segments));
+    const lesson03::SplitScratch s = scratch.get(a.B, a.H, a.D, scratch_partitions(f, segments), stream);
     lesson03::launch_partitions(a, partition_size, s, stream);  // one CTA per entry: pad_scratch's grid is padded too
     launch_reduce(f, a, s, stream);
 }
@@ -114,7 +119,7 @@ namespace {
 // Partitions of plan p (never fused) into the variant's scratch, then the reduce: pow2_lanes
 // as a programmatic dependent, or, past the widest pow2 reduce built, lesson 03's own.
 void launch_plan(const pa::PagedDecodeArgs& a, const lesson03::SplitPlan& p, Scratch& scratch, cudaStream_t stream) {
-    const lesson03::SplitScratch s = scratch.get(a.B, a.H, a.D, lesson03::grid_partitions(p, a.max_ctx));
+    const lesson03::SplitScratch s = scratch.get(a.B, a.H, a.D, lesson03::grid_partitions(p, a.max_ctx), stream);
     lesson03::launch_partitions(a, p, s, stream);
     if (reduce_why_not(Fix::pow2_lanes, a.D, s.max_partitions).empty()) launch_pow2_lanes(a, s, stream, true);
     else lesson03::launch_reduce(a, s, stream);

@@ -7,7 +7,10 @@
 
 #include <cuda_runtime.h>
 
+#include <map>
+#include <mutex>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "decode_args.h"
@@ -42,15 +45,20 @@ int reduce_threads(Fix f, int head_size, int partitions);
 // ---- scratch
 
 // m, l and acc for B x H x partitions entries of head size D, each its own allocation of
-// exactly that size, so that compute-sanitizer's memcheck sees a read past any of them.
-// Reallocated only when the size changes (so never inside a timing loop).
+// exactly that size, so that compute-sanitizer's memcheck sees a read past any of them. One
+// set per (device, stream): launches on different streams may run at the same time.
+// Reallocated only when the size changes (so never inside a timing loop), after the stream's
+// launches in flight.
 class Scratch {
   public:
-    lesson03::SplitScratch get(int B, int H, int D, int partitions);
-    long long bytes() const { return static_cast<long long>(m_.bytes() + l_.bytes() + acc_.bytes()); }
+    lesson03::SplitScratch get(int B, int H, int D, int partitions, cudaStream_t stream);
 
   private:
-    pa::DeviceBuffer<float> m_, l_, acc_;
+    struct Buffers {
+        pa::DeviceBuffer<float> m, l, acc;
+    };
+    std::mutex mu_;
+    std::map<std::pair<int, cudaStream_t>, Buffers> per_stream_;
 };
 
 // ---- the pipelines: lesson 03's partition kernel, then fix f's reduce

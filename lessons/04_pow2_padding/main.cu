@@ -145,7 +145,7 @@ void measure_point(const pa::DeviceInfo& info, double read_bw, const pa::Flags& 
 
         // the reduce alone, over the scratch the pipeline just filled
         const int parts = lesson04::scratch_partitions(fix, segments);
-        const lesson03::SplitScratch filled = scratch.get(B, s.H, s.D, parts);
+        const lesson03::SplitScratch filled = scratch.get(B, s.H, s.D, parts, nullptr);
         const pa::PagedDecodeArgs a = dev.args(0);
         dev.poison_output();
         Measured reduce_hot{pa::time_kernel([&](int) { lesson04::launch_reduce(fix, a, filled, nullptr); }, 1, kWarmup, f.iters), {}};

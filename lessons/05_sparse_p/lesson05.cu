@@ -75,8 +75,8 @@ GateArgs gate_args(const pa::reference::GateParams& g) {
     return a;
 }
 
-// Split-k's partials ([B, H, parts, D]) and merge counters ([B * Hkv]): one set per device,
-// grown as needed (common/split_workspace.cuh); every launch leaves the counters at 0.
+// Split-k's partials ([B, H, parts, D]) and merge counters ([B * Hkv]): one set per (device,
+// stream), grown as needed (common/split_workspace.cuh); every launch leaves the counters at 0.
 pa::SplitWorkspace g_workspace;
 
 int partitions_of(int max_ctx, int partition_size) { return (max_ctx + partition_size - 1) / partition_size; }
@@ -108,7 +108,7 @@ void launch_split(int fixed, const pa::PagedDecodeArgs& a, const pa::reference::
     const int P = partition_size_for(fixed, a.B, a.Hkv, a.max_ctx, sms);
     const int parts = partitions_of(a.max_ctx, P);
     const dim3 grid(a.Hkv, a.B, parts);
-    pa::SplitBuffers& w = g_workspace.at_least(static_cast<size_t>(a.B) * a.H * parts * a.D, static_cast<size_t>(a.B) * a.Hkv);
+    pa::SplitBuffers& w = g_workspace.at_least(static_cast<size_t>(a.B) * a.H * parts * a.D, static_cast<size_t>(a.B) * a.Hkv, stream);
     const int per_sm = ctas_per_sm_for(static_cast<long long>(a.B) * a.Hkv * parts, sms, pa::current_max_smem_optin());
     const bool built = with_split_kernel(a.dtype, per_sm, [&](auto kernel, int smem) {
         using T = typename pa::KernelScalar<decltype(kernel)>::type;
