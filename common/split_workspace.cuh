@@ -2,8 +2,10 @@
 // set per (device, stream), grown as needed and never shrunk: the first launch of a size
 // allocates (outside the timed launches, which come after warm-up), the later ones only read
 // the pointers. Launches on different streams may run at the same time, so each stream gets
-// its own set; launches on one stream run in order and share theirs. The counters start at
-// 0; a launch that uses them must leave them at 0.
+// its own set; launches on one stream run in order and share theirs. A set lives as long as
+// the program (a stream's handle is only a key here), so a program should reuse its streams
+// rather than create one per launch. The counters start at 0; a launch that uses them must
+// leave them at 0.
 #pragma once
 
 #include <cuda_runtime.h>
