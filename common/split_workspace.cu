@@ -4,11 +4,17 @@
 
 namespace pa {
 
+StreamKey stream_key(cudaStream_t stream) {
+    StreamKey k;
+    CUDA_CHECK(cudaGetDevice(&k.first));
+    CUDA_CHECK(cudaStreamGetId(stream, &k.second));
+    return k;
+}
+
 SplitBuffers& SplitWorkspace::at_least(size_t floats, size_t counters, cudaStream_t stream) {
-    int device = 0;
-    CUDA_CHECK(cudaGetDevice(&device));
+    const StreamKey key = stream_key(stream);
     std::lock_guard<std::mutex> lock(mu_);
-    SplitBuffers& b = per_stream_[{device, stream}];
+    SplitBuffers& b = per_stream_[key];
     if (b.floats.size() < floats) {
         CUDA_CHECK(cudaStreamSynchronize(stream));  // a launch in flight on this stream may still use the old buffer
         b.floats.allocate(floats);

@@ -3,9 +3,8 @@
 // allocates (outside the timed launches, which come after warm-up), the later ones only read
 // the pointers. Launches on different streams may run at the same time, so each stream gets
 // its own set; launches on one stream run in order and share theirs. A set lives as long as
-// the program (a stream's handle is only a key here), so a program should reuse its streams
-// rather than create one per launch. The counters start at 0; a launch that uses them must
-// leave them at 0.
+// the program, so a program should reuse its streams rather than create one per launch. The
+// counters start at 0; a launch that uses them must leave them at 0.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -19,6 +18,13 @@
 
 namespace pa {
 
+// The key of per-stream state: the current device and the stream's id (cudaStreamGetId), not
+// its handle. A new stream may get the handle of one destroyed while its work still runs, but
+// never its id; and the default stream's id is the calling thread's own under
+// --default-stream per-thread.
+using StreamKey = std::pair<int, unsigned long long>;
+StreamKey stream_key(cudaStream_t stream);
+
 struct SplitBuffers {
     DeviceBuffer<float> floats;       // partials, laid out as the lesson says
     DeviceBuffer<unsigned> counters;  // merge counters, all 0 between launches
@@ -31,7 +37,7 @@ class SplitWorkspace {
 
    private:
     std::mutex mu_;
-    std::map<std::pair<int, cudaStream_t>, SplitBuffers> per_stream_;
+    std::map<StreamKey, SplitBuffers> per_stream_;
 };
 
 }  // namespace pa

@@ -96,7 +96,10 @@ inline RandomCheckSummary check_variants_on_random_cases(const std::vector<Decod
 // checks each output bit for bit against its problem's output of a launch alone on the
 // default stream. A variant whose scratch (split-k's partials, merge counters, order tables)
 // the two streams shared would have one stream's launches overwrite what the other's still
-// read. Only for variants whose bits do not depend on the order in which CTAs finish.
+// read. Then the same once more with the first stream destroyed right after its launches, its
+// work still running, before the second is created (which may get the first one's handle,
+// but not its scratch). Only for variants whose bits do not depend on the order in which
+// CTAs finish.
 inline void check_two_streams(const DecodeVariant& v, const DecodeShape& sa, const DecodeShape& sb, uint64_t seed,
                               int rounds = 6) {
     const DecodeProblem prob_a = make_decode_problem(sa, seed), prob_b = make_decode_problem(sb, seed + 1);
@@ -108,13 +111,31 @@ inline void check_two_streams(const DecodeVariant& v, const DecodeShape& sa, con
     const std::vector<uint16_t> want_a = da.download_output(), want_b = db.download_output();
     const size_t na = want_a.size(), nb = want_b.size();
     DeviceBuffer<uint16_t> outs_a(na * rounds), outs_b(nb * rounds);  // [rounds][B, H, D] each
-    outs_a.fill_bytes(0xff);
-    outs_b.fill_bytes(0xff);
-    CUDA_CHECK(cudaDeviceSynchronize());  // the streams below do not wait for the default stream's fills
+    auto launch_rounds = [&](DeviceDecodeProblem& d, DeviceBuffer<uint16_t>& outs, size_t n, cudaStream_t st) {
+        for (int r = 0; r < rounds; ++r) {
+            PagedDecodeArgs a = d.args();
+            a.out = outs.get() + r * n;
+            v.launch(a, st);
+        }
+    };
+    auto check_rounds = [&](const char* phase) {
+        const std::vector<uint16_t> got_a = outs_a.download(), got_b = outs_b.download();
+        for (int r = 0; r < rounds; ++r) {
+            INFO(phase << ", round " << r);
+            CHECK(std::equal(want_a.begin(), want_a.end(), got_a.begin() + r * na));
+            CHECK(std::equal(want_b.begin(), want_b.end(), got_b.begin() + r * nb));
+        }
+    };
+    auto poison = [&] {
+        outs_a.fill_bytes(0xff);
+        outs_b.fill_bytes(0xff);
+        CUDA_CHECK(cudaDeviceSynchronize());  // the streams below do not wait for the default stream's fills
+    };
     cudaStream_t s1 = nullptr, s2 = nullptr;
+    poison();
     CUDA_CHECK(cudaStreamCreateWithFlags(&s1, cudaStreamNonBlocking));
     CUDA_CHECK(cudaStreamCreateWithFlags(&s2, cudaStreamNonBlocking));
-    for (int r = 0; r < rounds; ++r) {
+    for (int r = 0; r < rounds; ++r) {  // interleaved, so that both streams have work queued at once
         PagedDecodeArgs a = da.args(), b = db.args();
         a.out = outs_a.get() + r * na;
         b.out = outs_b.get() + r * nb;
@@ -124,12 +145,16 @@ inline void check_two_streams(const DecodeVariant& v, const DecodeShape& sa, con
     CUDA_CHECK(cudaDeviceSynchronize());
     CUDA_CHECK(cudaStreamDestroy(s1));
     CUDA_CHECK(cudaStreamDestroy(s2));
-    const std::vector<uint16_t> got_a = outs_a.download(), got_b = outs_b.download();
-    for (int r = 0; r < rounds; ++r) {
-        INFO("round " << r);
-        CHECK(std::equal(want_a.begin(), want_a.end(), got_a.begin() + r * na));
-        CHECK(std::equal(want_b.begin(), want_b.end(), got_b.begin() + r * nb));
-    }
+    check_rounds("two streams");
+    poison();
+    CUDA_CHECK(cudaStreamCreateWithFlags(&s1, cudaStreamNonBlocking));
+    launch_rounds(da, outs_a, na, s1);
+    CUDA_CHECK(cudaStreamDestroy(s1));  // its launches still run
+    CUDA_CHECK(cudaStreamCreateWithFlags(&s2, cudaStreamNonBlocking));
+    launch_rounds(db, outs_b, nb, s2);
+    CUDA_CHECK(cudaDeviceSynchronize());
+    CUDA_CHECK(cudaStreamDestroy(s2));
+    check_rounds("the first stream destroyed before the second is created");
 }
 
 }  // namespace pa::testing

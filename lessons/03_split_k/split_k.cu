@@ -147,10 +147,9 @@ class OrderTables {
     // gave no host lengths (then the grid's own order).
     const int2* table_for(const pa::PagedDecodeArgs& a, const SplitPlan& p, int partitions, cudaStream_t stream) {
         if (!p.longest_first || a.context_lens_host == nullptr) return nullptr;
-        int device = 0;
-        CUDA_CHECK(cudaGetDevice(&device));
+        const pa::StreamKey key = pa::stream_key(stream);
         std::lock_guard<std::mutex> lock(mu_);
-        Table& t = per_stream_[{device, stream}];
+        Table& t = per_stream_[key];
         const bool same = t.partition_size == p.partition_size && t.splits == p.splits && t.partitions == partitions &&
                           std::equal(t.lens.begin(), t.lens.end(), a.context_lens_host, a.context_lens_host + a.B);
         if (!same) {
@@ -183,7 +182,7 @@ class OrderTables {
         pa::DeviceBuffer<Cell> device;
     };
     std::mutex mu_;
-    std::map<std::pair<int, cudaStream_t>, Table> per_stream_;
+    std::map<pa::StreamKey, Table> per_stream_;
 };
 
 OrderTables g_orders;

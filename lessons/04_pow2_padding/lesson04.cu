@@ -34,10 +34,9 @@ void launch_reduce(Fix f, const pa::PagedDecodeArgs& a, const lesson03::SplitScr
 }
 
 lesson03::SplitScratch Scratch::get(int B, int H, int D, int partitions, cudaStream_t stream) {
-    int device = 0;
-    CUDA_CHECK(cudaGetDevice(&device));
+    const pa::StreamKey key = pa::stream_key(stream);
     std::lock_guard<std::mutex> lock(mu_);
-    Buffers& b = per_stream_[{device, stream}];
+    Buffers& b = per_stream_[key];
     const size_t entries = static_cast<size_t>(B) * H * partitions;
     if (b.m.size() != entries || b.acc.size() != entries * D) {
         CUDA_CHECK(cudaStreamSynchronize(stream));  // a launch in flight on this stream may still use the old ones

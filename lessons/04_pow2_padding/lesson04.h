@@ -18,6 +18,7 @@
 #include "device_buffer.cuh"
 #include "pow2_plan.h"
 #include "split_k.h"
+#include "split_workspace.cuh"
 
 namespace lesson04 {
 
@@ -58,7 +59,7 @@ class Scratch {
         pa::DeviceBuffer<float> m, l, acc;
     };
     std::mutex mu_;
-    std::map<std::pair<int, cudaStream_t>, Buffers> per_stream_;
+    std::map<pa::StreamKey, Buffers> per_stream_;
 };
 
 // ---- the pipelines: lesson 03's partition kernel, then fix f's reduce
