@@ -458,7 +458,7 @@ __device__ __forceinline__ void load_q_fragments(uint32_t (&qf)[kHeadSize / 16][
 }
 
 // Asks L2 for q of the CTA's heads of sequence `seq` (a CTA's second sequence: its q is read
-// at that sequence's first tile, long after the start). Warp 0 only; 2 x 128 bytes a head.
+// after the first sequence's last QK, long after the start). Warp 0 only; 2 x 128 bytes a head.
 template <class scalar_t>
 __device__ __forceinline__ void prefetch_q(const scalar_t* q, int seq, int H, int first_head, int num_heads, int lane) {
     const int g = lane / 4, c = lane % 4;  // head g, its 128-byte half c

@@ -119,9 +119,10 @@ compact_atomic_gated_kernel(scalar_t* __restrict__ out,             // [B, H, D]
             continue;
         }
         // 1. scores of tile i
-        if (SEQS > 1 && w.count > 1 && i == w.tiles0) load_q_fragments(qf, q, w.seq1, H, first_head, num_heads, lane);  // the second sequence's q
         const int n = w.tokens_in(i);  // tokens of this tile
         qk_tile(sm.scores, buf, qf, n, scale, warp, lane);
+        // the first sequence's last QK is done: the second one's q loads while this tile's gate runs
+        if (SEQS > 1 && w.count > 1 && i + 1 == w.tiles0) load_q_fragments(qf, q, w.seq1, H, first_head, num_heads, lane);
         pa::mbarrier_arrive(&empty[slot]);
         pa::named_barrier_sync<kConsumerBarrier, kConsumerThreads>();  // A
         if (tid == 0) counter[(i + 1) % 2] = 0;  // tile i - 1's count was read before barrier A
