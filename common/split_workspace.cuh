@@ -25,6 +25,24 @@ namespace pa {
 using StreamKey = std::pair<int, unsigned long long>;
 StreamKey stream_key(cudaStream_t stream);
 
+// One T per (device, stream id), made on first use. with(stream, use) runs use(T&) under a
+// lock, so that host threads launching at once never share a half-updated T; what `use`
+// returns is returned.
+template <class T>
+class PerStream {
+   public:
+    template <class F>
+    decltype(auto) with(cudaStream_t stream, F&& use) {
+        const StreamKey key = stream_key(stream);
+        std::lock_guard<std::mutex> lock(mu_);
+        return use(per_stream_[key]);
+    }
+
+   private:
+    std::mutex mu_;
+    std::map<StreamKey, T> per_stream_;
+};
+
 struct SplitBuffers {
     DeviceBuffer<float> floats;       // partials, laid out as the lesson says
     DeviceBuffer<unsigned> counters;  // merge counters, all 0 between launches
@@ -36,8 +54,7 @@ class SplitWorkspace {
     SplitBuffers& at_least(size_t floats, size_t counters, cudaStream_t stream);
 
    private:
-    std::mutex mu_;
-    std::map<StreamKey, SplitBuffers> per_stream_;
+    PerStream<SplitBuffers> sets_;
 };
 
 }  // namespace pa

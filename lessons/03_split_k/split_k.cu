@@ -2,9 +2,7 @@
 #include "split_k.h"
 
 #include <algorithm>
-#include <map>
 #include <utility>
-#include <mutex>
 
 #include "cuda_check.cuh"
 #include "device_buffer.cuh"
@@ -147,9 +145,20 @@ class OrderTables {
     // gave no host lengths (then the grid's own order).
     const int2* table_for(const pa::PagedDecodeArgs& a, const SplitPlan& p, int partitions, cudaStream_t stream) {
         if (!p.longest_first || a.context_lens_host == nullptr) return nullptr;
-        const pa::StreamKey key = pa::stream_key(stream);
-        std::lock_guard<std::mutex> lock(mu_);
-        Table& t = per_stream_[key];
+        return tables_.with(stream, [&](Table& t) { return table_in(t, a, p, partitions, stream); });
+    }
+
+   private:
+    static_assert(sizeof(Cell) == sizeof(int2) && alignof(Cell) == alignof(int), "a Cell is the kernels' int2");
+    struct Table {  // the lengths and plan of the stream's last launch, and the order uploaded
+        std::vector<int> lens;
+        int partition_size = -1, splits = -1, partitions = -1;
+        std::vector<Cell> order;
+        pa::DeviceBuffer<Cell> device;
+    };
+
+    static const int2* table_in(Table& t, const pa::PagedDecodeArgs& a, const SplitPlan& p, int partitions,
+                                cudaStream_t stream) {
         const bool same = t.partition_size == p.partition_size && t.splits == p.splits && t.partitions == partitions &&
                           std::equal(t.lens.begin(), t.lens.end(), a.context_lens_host, a.context_lens_host + a.B);
         if (!same) {
@@ -173,16 +182,7 @@ class OrderTables {
         return reinterpret_cast<const int2*>(t.device.get());
     }
 
-   private:
-    static_assert(sizeof(Cell) == sizeof(int2) && alignof(Cell) == alignof(int), "a Cell is the kernels' int2");
-    struct Table {  // the lengths and plan of the stream's last launch, and the order uploaded
-        std::vector<int> lens;
-        int partition_size = -1, splits = -1, partitions = -1;
-        std::vector<Cell> order;
-        pa::DeviceBuffer<Cell> device;
-    };
-    std::mutex mu_;
-    std::map<pa::StreamKey, Table> per_stream_;
+    pa::PerStream<Table> tables_;
 };
 
 OrderTables g_orders;

@@ -34,22 +34,21 @@ void launch_reduce(Fix f, const pa::PagedDecodeArgs& a, const lesson03::SplitScr
 }
 
 lesson03::SplitScratch Scratch::get(int B, int H, int D, int partitions, cudaStream_t stream) {
-    const pa::StreamKey key = pa::stream_key(stream);
-    std::lock_guard<std::mutex> lock(mu_);
-    Buffers& b = per_stream_[key];
-    const size_t entries = static_cast<size_t>(B) * H * partitions;
-    if (b.m.size() != entries || b.acc.size() != entries * D) {
-        CUDA_CHECK(cudaStreamSynchronize(stream));  // a launch in flight on this stream may still use the old ones
-        b.m.allocate(entries);         // [B, H, partitions]
-        b.l.allocate(entries);         // [B, H, partitions]
-        b.acc.allocate(entries * D);   // [B, H, partitions, D]
-    }
-    lesson03::SplitScratch s;
-    s.m = b.m.get();
-    s.l = b.l.get();
-    s.acc = b.acc.get();
-    s.max_partitions = partitions;
-    return s;
+    return sets_.with(stream, [&](Buffers& b) {
+        const size_t entries = static_cast<size_t>(B) * H * partitions;
+        if (b.m.size() != entries || b.acc.size() != entries * D) {
+            CUDA_CHECK(cudaStreamSynchronize(stream));  // a launch in flight on this stream may still use the old ones
+            b.m.allocate(entries);        // [B, H, partitions]
+            b.l.allocate(entries);        // [B, H, partitions]
+            b.acc.allocate(entries * D);  // [B, H, partitions, D]
+        }
+        lesson03::SplitScratch s;
+        s.m = b.m.get();
+        s.l = b.l.get();
+        s.acc = b.acc.get();
+        s.max_partitions = partitions;
+        return s;
+    });
 }
 
 int partition_size_for(const pa::DecodeShape& s, int partition_size) {

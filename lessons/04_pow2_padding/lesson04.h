@@ -7,10 +7,7 @@
 
 #include <cuda_runtime.h>
 
-#include <map>
-#include <mutex>
 #include <string>
-#include <utility>
 #include <vector>
 
 #include "decode_args.h"
@@ -58,8 +55,7 @@ class Scratch {
     struct Buffers {
         pa::DeviceBuffer<float> m, l, acc;
     };
-    std::mutex mu_;
-    std::map<pa::StreamKey, Buffers> per_stream_;
+    pa::PerStream<Buffers> sets_;
 };
 
 // ---- the pipelines: lesson 03's partition kernel, then fix f's reduce
