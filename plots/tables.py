@@ -768,13 +768,18 @@ class Lesson05Csv:
     def speedup(self, variant, shape, sigma, over="dense"):
         return self.us(over, shape, sigma) / self.us(variant, shape, sigma)
 
-    def read_us(self, shape, sigma, needed=False):
-        """A plain read of the dense bytes (or of the needed ones) of a shape, from its dense row."""
-        col = "needed_read_us" if needed else "plain_read_us"
+    def gather_us(self, shape, sigma, needed=False):
+        """A gather of the rows a step reads, at their places in the pages: every K and V row (dense), or
+        every K row and the V rows some head uses (needed); from the shape's dense row."""
+        col = "needed_gather_us" if needed else "dense_gather_us"
         v = self.row("dense", shape, sigma).get(col)
         if not v:
             raise TableError(f"{self.c.rel}: lesson 05 dense on {shape} at sigma {sigma} has no {col}")
         return float(v)
+
+    def fastest_compaction(self, shape, sigma):
+        """(us, variant) of the fastest compaction step."""
+        return min((self.us(v, shape, sigma), v) for v in LESSON05_COMPACTION)
 
     def pct_of_limit(self, variant, shape, sigma):
         return 100 * self.speedup(variant, shape, sigma) / float(self.row("dense", shape, sigma)["limit_speedup"])
@@ -800,25 +805,25 @@ def t_lesson05_table_c(ctx):
         l5 = Lesson05Csv(c)
         parts.append(l05_intro(ctx, gpu, c) + " zeros/head: share of p = 0 over every (sequence, query head, token); "
                      "zeros/row: share of V rows no query head of the CTA uses; needed: all of K and the V rows some "
-                     "head uses (plus q, out, table); limit = dense MiB / needed MiB; plain read: a streaming read of "
-                     "the dense bytes alone, timed the same way (what any kernel reading them takes at this size); "
-                     "needed read: the same of the needed bytes, the floor for any kernel that skips the zero rows; a "
-                     "step's time is followed by its speedup over `dense` (x); \"% lim\" = compact_ordered's speedup "
-                     "over the limit.")
+                     "head uses (plus q, out, table); limit = dense MiB / needed MiB; gather: a kernel that reads every K "
+                     "and V row where the steps read it, in pages of 4 KiB, and does nothing else, timed the same way; "
+                     "needed gather: the same for every K row and only the V rows some head uses, 256 bytes each (the "
+                     "floor for a step that skips the zero rows); a step's time is followed by its speedup over "
+                     "`dense` (x); \"% lim\" = compact_ordered's speedup over the limit.")
         for sigma in LESSON05_SIGMAS:
             rows = []
             for s in LESSON05_GRID:
                 d = l5.row("dense", s, sigma)
                 cells = [s, f"{100 * float(d['zero_share']):.1f}", f"{100 * float(d['row_zero_share']):.1f}",
                          l05_mib(d["bytes"]), l05_mib(d["bytes_needed"]), f"{float(d['limit_speedup']):.2f}",
-                         us2(l5.read_us(s, sigma)), us2(l5.read_us(s, sigma, needed=True)),
+                         us2(l5.gather_us(s, sigma)), us2(l5.gather_us(s, sigma, needed=True)),
                          f"{us2(d['us_median'])} ({pct(d)})"]
                 for v in LESSON05_STEPS[1:]:
                     cells.append(f"{us2(l5.us(v, s, sigma))} ({l5.speedup(v, s, sigma):.2f}x)")
                 cells.append(f"{l5.pct_of_limit('compact_ordered', s, sigma):.0f}")
                 rows.append(cells)
             parts.append(f"**sigma {sigma}**\n\n" + table(
-                ["shape", "zeros/head %", "zeros/row %", "MiB", "needed MiB", "limit", "plain read", "needed read",
+                ["shape", "zeros/head %", "zeros/row %", "MiB", "needed MiB", "limit", "gather", "needed gather",
                  "dense (% BW)", "zero_skip", "compact_atomic", "compact_ordered", "split_k_compact", "% lim"], rows,
                 right=set(range(1, 14))))
     return "\n\n".join(parts)
@@ -834,14 +839,14 @@ def l05_targets(l5):
         x = {v: l5.speedup(v, s, "1.5") for v in LESSON05_COMPACTION}
         out.append((f"compaction >= 1.25x `dense` at sigma 1.5 on {s}",
                     f"{x['compact_ordered']:.2f}x ordered, {x['compact_atomic']:.2f}x atomic, "
-                    f"{x['split_k_compact']:.2f}x split-k; 1.25x is {l5.us('dense', s, '1.5') / 1.25:.1f} us, a plain "
-                    f"read of the needed bytes {l5.read_us(s, '1.5', needed=True):.1f} us", max(x.values()) >= 1.25))
+                    f"{x['split_k_compact']:.2f}x split-k; 1.25x is {l5.us('dense', s, '1.5') / 1.25:.1f} us, the "
+                    f"needed gather {l5.gather_us(s, '1.5', needed=True):.1f} us", max(x.values()) >= 1.25))
     # per shape and sigma: compact_ordered's share of the limit, and the best compaction step's
     worst_ordered, worst_best = None, None
     for sigma in LESSON05_SIGMAS:
         for s in LESSON05_GRID:
             d = l5.row("dense", s, sigma)
-            if int(d["B"]) * int(d["ctx"]) * int(d["Hkv"]) * int(d["D"]) * 4 < 64 * 2**20:
+            if not l05_big(d):
                 continue  # under 64 MiB of K and V
             p = l5.pct_of_limit("compact_ordered", s, sigma)
             b = max(l5.pct_of_limit(v, s, sigma) for v in LESSON05_COMPACTION)
@@ -853,7 +858,7 @@ def l05_targets(l5):
     asked = l5.us("dense", ws, wsg) / (0.8 * float(l5.row("dense", ws, wsg)["limit_speedup"]))
     out.append(("compaction >= 80 % of the byte model's limit on every shape with >= 64 MiB of K/V",
                 f"the fastest compaction step: lowest {worst_best[0]:.0f} % ({ws}, sigma {wsg}: 80 % is {asked:.1f} us, "
-                f"a plain read of the needed bytes {l5.read_us(ws, wsg, needed=True):.1f} us); "
+                f"the needed gather {l5.gather_us(ws, wsg, needed=True):.1f} us); "
                 f"`compact_ordered`: lowest {worst_ordered[0]:.0f} % ({worst_ordered[1]}, sigma {worst_ordered[2]})",
                 worst_best[0] >= 80))
     ratios = [l5.us("compact_ordered", s, sg) / l5.us("compact_atomic", s, sg)
@@ -867,6 +872,45 @@ def l05_targets(l5):
         out.append((f"`split_k_compact` faster than single-pass compaction on {s}",
                     f"split / ordered {' / '.join(cells)} at sigma 0 / 1.5 / 2.9", ok))
     return out
+
+
+def l05_big(d):
+    """Whether a shape (its dense row) has at least 64 MiB of K and V."""
+    return int(d["B"]) * int(d["ctx"]) * int(d["Hkv"]) * int(d["D"]) * 4 >= 64 * 2**20
+
+
+@register("lesson05_floors")
+def t_lesson05_floors(ctx):
+    """Lesson 05 README: each shape of 64 MiB or more against its gathers, at sigma 1.5 and 2.9: dense
+    over the gather of every row, the fastest compaction step over the gather of the needed rows, and
+    what the targets ask over that same gather (1.25x over dense on the two target shapes at sigma
+    1.5; 80 % of the limit everywhere)."""
+    parts = []
+    for gpu in ctx.data.gpus_or_error("lesson05.csv"):
+        c = ctx.data.get(gpu, "lesson05.csv")
+        l5 = Lesson05Csv(c)
+        rows = []
+        for sigma in ("1.5", "2.9"):
+            for s in LESSON05_GRID:
+                d = l5.row("dense", s, sigma)
+                if not l05_big(d):
+                    continue
+                dense, gather, needed = float(d["us_median"]), l5.gather_us(s, sigma), l5.gather_us(s, sigma, True)
+                best, v = l5.fastest_compaction(s, sigma)
+                at_80 = dense / (0.8 * float(d["limit_speedup"]))
+                asked = [f"80 % of the limit: {at_80:.1f} us ({at_80 / needed:.2f}x)"]
+                if sigma == "1.5" and s in ("h8kv4-B32-ctx1k", "h8kv4-B64-ctx512"):
+                    asked.append(f"1.25x: {dense / 1.25:.1f} us ({dense / 1.25 / needed:.2f}x)")
+                rows.append([s, sigma, us2(dense), us2(gather), f"{dense / gather:.2f}x", f"`{v}` {us2(best)}",
+                             us2(needed), f"{best / needed:.2f}x", "; ".join(asked)])
+        parts.append(l05_intro(ctx, gpu, c) + " Each time over its gather (the same rows read where the steps "
+                     "read them, nothing else, timed the same way): dense over the gather of every row, the fastest "
+                     "compaction step over the gather of the needed rows; the last column gives what a target asks, "
+                     "as a time and over the needed gather.\n\n"
+                     + table(["shape", "sigma", "dense", "gather", "dense / gather", "fastest compaction",
+                              "needed gather", "compaction / needed gather", "asked"], rows,
+                             right={2, 3, 4, 5, 6, 7}))
+    return "\n\n".join(parts)
 
 
 @register("lesson05_targets")

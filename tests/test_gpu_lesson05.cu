@@ -5,9 +5,12 @@
 #include <catch2/catch_test_macros.hpp>
 
 #include <cmath>
+#include <cstdint>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
+#include "gather_floor.h"
 #include "gpu_cases.h"
 #include "lesson05.h"
 #include "sparsity.h"
@@ -261,16 +264,24 @@ TEST_CASE("lesson05 host side: zero counts against a brute-force count, the byte
     const pa::reference::GateParams g{1.0, 1.5};
     const lesson05::Sparsity z = lesson05::measure_sparsity(p, g);
     const pa::PagedDecodeView view(p);
-    long long zeros = 0, skippable = 0;
+    long long zeros = 0, skippable = 0, row_used_wrong = 0;
+    REQUIRE(z.max_ctx == 300);
+    REQUIRE(z.row_used.size() == static_cast<size_t>(s.B) * s.Hkv * z.max_ctx);
     for (int seq = 0; seq < s.B; ++seq)
         for (int kvh = 0; kvh < s.Hkv; ++kvh) {
             const auto a = pa::reference::gated_p(view, p.scale, g, seq, 2 * kvh);
             const auto b = pa::reference::gated_p(view, p.scale, g, seq, 2 * kvh + 1);
-            for (size_t t = 0; t < a.size(); ++t) {
-                zeros += (a[t] == 0.0) + (b[t] == 0.0);
-                skippable += a[t] == 0.0 && b[t] == 0.0;
+            const uint8_t* used = z.row_used.data() + (static_cast<size_t>(seq) * s.Hkv + kvh) * z.max_ctx;
+            for (int t = 0; t < z.max_ctx; ++t) {
+                const bool in = t < static_cast<int>(a.size());
+                if (in) {
+                    zeros += (a[t] == 0.0) + (b[t] == 0.0);
+                    skippable += a[t] == 0.0 && b[t] == 0.0;
+                }
+                row_used_wrong += used[t] != (in && (a[t] != 0.0 || b[t] != 0.0) ? 1 : 0);  // 0 past the end
             }
         }
+    CHECK(row_used_wrong == 0);
     CHECK(z.weights == 8LL * (300 + 17 + 129));
     CHECK(z.zero_weights == zeros);
     CHECK(z.kv_rows == 4LL * (300 + 17 + 129));
@@ -296,6 +307,30 @@ TEST_CASE("lesson05 host side: zero counts against a brute-force count, the byte
     CHECK(lesson05::seqs_per_cta(128, 4, 8192, 16, 132, 512) == 1);  // 512 pages: more than half the array
     CHECK(lesson05::seqs_per_cta(1, 600, 512, 16, 132, 512) == 1);   // one sequence
     CHECK(lesson05::seqs_per_cta(265, 2, 384, 16, 132, 512) == 2);   // the check's batch: 530 -> 266
+}
+
+TEST_CASE("lesson05 gather floor: runs on pages of 8, 16 and 32 and odd lengths; refuses other shapes by name",
+          "[gpu][lesson05]") {
+    pa::testing::gpu_for_test();
+    for (int bs : {8, 16, 32}) {
+        const pa::DecodeShape s = pa::make_shape("gather", 8, 4, {300, 17, 129, 1}, 128, bs, pa::DType::bf16);
+        const pa::DecodeProblem p = pa::make_decode_problem(s, kSeed);
+        const lesson05::Sparsity z = lesson05::measure_sparsity(p, pa::reference::GateParams{1.0, 2.9});
+        const lesson05::GatherFloor f = lesson05::time_gather_floor(p, z.row_used, z.max_ctx);
+        CHECK(std::isfinite(f.dense_us));
+        CHECK(f.dense_us > 0);
+        CHECK(std::isfinite(f.needed_us));
+        CHECK(f.needed_us > 0);
+    }
+    const pa::DecodeShape d64 = pa::make_shape("d64", 8, 4, {64}, 64, 16, pa::DType::bf16);
+    const pa::DecodeProblem p64 = pa::make_decode_problem(d64, kSeed);
+    CHECK_THROWS_AS(lesson05::time_gather_floor(p64, std::vector<uint8_t>(4 * 64, 1), 64), std::invalid_argument);
+    const pa::DecodeShape big_pages = pa::make_shape("bs64", 8, 4, {64}, 128, 64, pa::DType::bf16);
+    const pa::DecodeProblem p_big = pa::make_decode_problem(big_pages, kSeed);
+    CHECK_THROWS_AS(lesson05::time_gather_floor(p_big, std::vector<uint8_t>(4 * 64, 1), 64), std::invalid_argument);
+    const pa::DecodeShape ok = pa::make_shape("ok", 8, 4, {64}, 128, 16, pa::DType::bf16);
+    const pa::DecodeProblem p_ok = pa::make_decode_problem(ok, kSeed);
+    CHECK_THROWS_AS(lesson05::time_gather_floor(p_ok, std::vector<uint8_t>(3, 1), 64), std::invalid_argument);
 }
 
 TEST_CASE("lesson05 two streams at once: split-k's partials and merge counters are the stream's own", "[gpu][lesson05]") {

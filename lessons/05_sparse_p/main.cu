@@ -18,6 +18,7 @@
 #include "ceilings.cuh"
 #include "decode_driver.cuh"
 #include "gated_reference.h"
+#include "gather_floor.h"
 #include "lesson05.h"
 #include "sparsity.h"
 
@@ -44,6 +45,19 @@ const lesson05::Sparsity& sparsity_of(const pa::DecodeShape& s) {
         if (!g_last_problem || g_last_problem->shape.name != s.name)
             throw std::runtime_error("lesson05: no problem of shape " + s.name + " to count zeros on");
         it = g_sparsity.emplace(key, lesson05::measure_sparsity(*g_last_problem, *g_gate)).first;
+    }
+    return it->second;
+}
+
+// The two gathers (gather_floor.h) of the same (shape, sigma, gamma), timed once.
+std::map<std::string, lesson05::GatherFloor> g_gathers;
+
+const lesson05::GatherFloor& gather_floor_of(const pa::DecodeShape& s) {
+    const std::string key = s.name + pa::strf("|%g|%g", g_gate->sigma, g_gate->gamma);
+    auto it = g_gathers.find(key);
+    if (it == g_gathers.end()) {
+        const lesson05::Sparsity& z = sparsity_of(s);  // also: g_last_problem is of this shape
+        it = g_gathers.emplace(key, lesson05::time_gather_floor(*g_last_problem, z.row_used, z.max_ctx)).first;
     }
     return it->second;
 }
@@ -128,9 +142,11 @@ void summarize(const std::vector<pa::ResultRow>& rows, const std::vector<pa::Dec
 
     std::printf("\nTable C with the byte model (L2-cold medians, us). zeros/head: share of p == 0 per query head (mean,\n"
                 "min..max over heads); zeros/row: V rows no head of the CTA uses; limit = dense bytes / needed bytes;\n"
-                "read: a plain read of the dense bytes, read needed: of the needed ones; x = dense time / this time;\n"
+                "read: a plain read of the dense bytes, read needed: of the needed ones; gather, gather needed: the\n"
+                "same rows as the kernels read, at their places in the pages; x = dense time / this time;\n"
                 "%% lim = x / limit.\n");
-    pa::TextTable t({"shape", "sigma", "zeros/head", "zeros/row", "MiB", "needed", "limit", "read", "read needed", "dense", "% BW",
+    pa::TextTable t({"shape", "sigma", "zeros/head", "zeros/row", "MiB", "needed", "limit", "read", "read needed", "gather",
+                     "gather needed", "dense", "% BW",
                      "zero_skip", "atomic", "ordered", "split_k", "x ordered", "% lim", "x atomic", "x split"});
     for (const auto& s : shapes)
         for (const auto& sg : sigmas) {
@@ -153,7 +169,8 @@ void summarize(const std::vector<pa::ResultRow>& rows, const std::vector<pa::Dec
                        pa::strf("%.1f %%", share("row_zero_share")),
                        pa::strf("%.1f", *d->bytes / 1048576.0),
                        pa::strf("%.1f", std::atof(d->get_extra("bytes_needed").c_str()) / 1048576.0),
-                       pa::strf("%.2f", limit), d->get_extra("plain_read_us"), d->get_extra("needed_read_us"), us("dense"), pa::strf("%.1f", *d->pct_read_bw),
+                       pa::strf("%.2f", limit), d->get_extra("plain_read_us"), d->get_extra("needed_read_us"),
+                       d->get_extra("dense_gather_us"), d->get_extra("needed_gather_us"), us("dense"), pa::strf("%.1f", *d->pct_read_bw),
                        us("zero_skip"),
                        us("compact_atomic"), us("compact_ordered"), us("split_k_compact"), speedup("compact_ordered"),
                        o && limit > 0 ? pa::strf("%.0f", 100 * d->us_median / o->us_median / limit) : std::string("-"),
@@ -203,6 +220,14 @@ int main(int argc, char** argv) {
         // order, beats it, and unlike the limit it counts a launch's fixed costs
         row.set_extra("plain_read_us", pa::strf("%.2f", pa::streaming_read_us(pa::current_device_info(), dense)));
         row.set_extra("needed_read_us", pa::strf("%.2f", pa::streaming_read_us(pa::current_device_info(), needed)));
+        // the same rows the kernels read, at their places in the pools (pages of 4 KiB, V rows of
+        // 256 bytes), with nothing else to do: the floor for a kernel that reads them
+        // (pages of more than 32 tokens: no gather, the columns stay empty)
+        if (s.block_size <= lesson05::kGatherMaxBlockSize) {
+            const lesson05::GatherFloor& gather = gather_floor_of(s);
+            row.set_extra("dense_gather_us", pa::strf("%.2f", gather.dense_us));
+            row.set_extra("needed_gather_us", pa::strf("%.2f", gather.needed_us));
+        }
         const int P = lesson05::split_partition_size(s.B, s.Hkv, s.max_ctx(), pa::current_device_info().sms);
         row.set_extra("partitions", std::to_string(row.variant == "split_k_compact" ? (s.max_ctx() + P - 1) / P : 1));
     };

@@ -15,6 +15,8 @@ Sparsity measure_sparsity(const pa::DecodeProblem& p, const pa::reference::GateP
     const int group = s.group();
     Sparsity z;
     z.head_zero_share.assign(s.H, 0.0);
+    z.max_ctx = s.max_ctx();
+    z.row_used.assign(static_cast<size_t>(s.B) * s.Hkv * z.max_ctx, 0);
     std::vector<long long> head_zeros(s.H, 0);
     std::mutex mu;
     pa::parallel_for(static_cast<long long>(s.B) * s.Hkv, [&](long long i) {
@@ -30,7 +32,11 @@ Sparsity measure_sparsity(const pa::DecodeProblem& p, const pa::reference::GateP
             }
         }
         long long skippable = 0;
-        for (int t = 0; t < ctx; ++t) skippable += used[t] ? 0 : 1;
+        uint8_t* row_used = z.row_used.data() + static_cast<size_t>(i) * z.max_ctx;  // [seq][kvh][.]: this worker's own
+        for (int t = 0; t < ctx; ++t) {
+            skippable += used[t] ? 0 : 1;
+            row_used[t] = used[t] ? 1 : 0;
+        }
         std::lock_guard<std::mutex> lock(mu);
         for (int j = 0; j < group; ++j) {
             head_zeros[kvh * group + j] += zeros[j];

@@ -3,6 +3,7 @@
 // cuts a context.
 #pragma once
 
+#include <cstdint>
 #include <vector>
 
 #include "gated_reference.h"
@@ -18,6 +19,9 @@ struct Sparsity {
     long long kv_rows = 0;             // (sequence, KV head, token) triples: V rows of the context
     long long skippable_rows = 0;      // ... where every query head of the group has p = 0
     std::vector<double> head_zero_share;  // [H]: share of zeros of query head h over the batch
+    int max_ctx = 0;
+    std::vector<uint8_t> row_used;     // [B][Hkv][max_ctx]: 1 where some query head of the group uses
+                                       // V row t (t < the sequence's length), else 0
 
     double zero_share() const { return weights ? static_cast<double>(zero_weights) / weights : 0; }
     double row_zero_share() const { return kv_rows ? static_cast<double>(skippable_rows) / kv_rows : 0; }
