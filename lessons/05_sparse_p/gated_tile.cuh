@@ -5,7 +5,8 @@
 // The CTA is lesson 02's grouped one: one CTA per (sequence, KV head) serves the `group`
 // query heads that share it, so each K/V element is read once. 4 producer warps copy K and
 // V tiles of 128 tokens into a ring with cp.async; 8 consumer warps compute
-//   scores[h][t] = scale * K_tile[t] . q[h]       mma.sync.m16n8k16, one 16-token block per warp
+//   scores[h][t] = scale * K_tile[t] . q[h]       mma.sync.m16n8k16, one 16-token block per warp,
+//                                                 written into the K tile's own ring slot
 //   p[h][t]      = the gate of scores[h][.]       one consumer thread per token
 //   out^T[d][h] += V_tile^T[d][t] p[h][t]         mma.sync.m16n8k16, 16 dims per warp
 // Three things change from lesson 02:
@@ -14,13 +15,20 @@
 //    accumulators. p_t reads r_{t-1} and r_{t-2}, which for the first two tokens of a tile
 //    belong to the tile before: the gate keeps them in a two-float `carry` per head.
 //  * The stream runs kAhead K tiles ahead of the V tiles: K0 .. K_A, V0, K_{A+1}, V1, K_{A+2},
-//    ... (A = kAhead: 3 at one CTA per SM, 1 at two). The consumers compute the gate of tile
+//    ... (A = kAhead: 3 at one CTA per SM, 2 at two). The consumers compute the gate of tile
 //    i (they have its K) before its V tile is issued, which is what lets the later steps
 //    copy only the V rows some head needs, and the K tiles issued in between keep the
 //    memory busy while the gates run. With one CTA per SM nothing else hides the wait for
-//    a gate, and the K tiles run 3 ahead in a 6-slot ring; with two, the other CTA hides it,
-//    and one tile ahead in a 3-slot ring is enough (the README says how this was chosen). Step 1
-//    uses the same order, so that the steps differ in the bytes they read and nothing else.
+//    a gate, and the K tiles run 3 ahead in a 6-slot ring; with two, 2 ahead in a 3-slot
+//    ring: at a CTA's start the ring then holds three K tiles instead of two K tiles and an
+//    idle slot, whose V tile waits for the first gate (the README says how this was chosen).
+//    Step 1 uses the same order, so that the steps differ in the bytes they read and nothing else.
+//  * At two CTAs per SM a tile's scores have no buffer of their own: a consumer warp reads
+//    only its 16 rows of the K tile, so once its QK is done it writes its scores over them
+//    (score_index), and the slot is released when the gate has read them. That is what lets
+//    that layout keep three tiles' weights (K 2 ahead) in its shared memory. At one CTA per
+//    SM there is room for a scores buffer, and the K slot is released right after QK: the
+//    6-slot ring is full there, and its producers wait for the oldest slot.
 //  * A producer announces a tile with an asynchronous arrive: the barrier counts the
 //    thread's arrival once its copies have landed, so no producer ever waits for its own
 //    copies. Lesson 02 announced a tile only after issuing kStages - 2 later ones
@@ -65,7 +73,9 @@ constexpr int kConsumerWarps = kConsumerThreads / 32;
 constexpr int kConsumerBarrier = 1;         // named barrier id of the consumer warps
 constexpr int kProducerBarrier = 2;         // named barrier id of the producer warps
 constexpr int kGateThreads = kTile;         // consumer threads 0..127: one token of a tile each
-constexpr int kScoreStride = kTile + 4;     // scores[h][t]: heads 2c and 2c + 1 of one mma land on distinct banks
+constexpr int kScoreStride = kTile + 4;     // a scores buffer, scores[h][t]: heads 2c and 2c + 1 of one mma land on distinct banks
+constexpr int kSlotScoreRegion = 16 * kRow * 2 / 4;  // scores in the K slot: floats in the 16 rows of K one consumer warp reads
+constexpr int kScoreHeadStride = 20;        // ... where one head takes 20: the 8 x 4 lanes of a QK store hit distinct banks
 constexpr int kPStride = kTile + 8;         // p16[h][j], 16-bit: the PV step's B loads are conflict-free
 constexpr int kFirK = 3;                    // taps of the gate's moving average (reference FIR_K)
 static_assert(kTile / 16 == kConsumerWarps, "QK: one 16-token block per consumer warp");
@@ -80,8 +90,8 @@ constexpr int kSmemLimitOnePerSm = 226 * 1024;
 constexpr int kSmemLimitTwoPerSm = 228 * 1024 / 2 - 1024 - 256;
 
 // Dynamic shared memory, in bytes:
-//   tiles   [kStages][kTile][kRow]       K or V elements
-//   scores  [kHeads][kScoreStride]       float: one token tile's scaled scores
+//   tiles   [kStages][kTile][kRow]       K or V elements (at two CTAs per SM, a K tile's scores too)
+//   scores  [kHeads][kScoreStride]       float: one token tile's scaled scores (one CTA per SM only)
 //   p16     [kBufs][kHeads][kPStride]    the weights in the storage type (the mma's B operand):
 //                                        a tile's gate runs kAhead tiles before its PV, so
 //                                        kAhead + 1 tiles' weights are alive at once
@@ -89,17 +99,22 @@ constexpr int kSmemLimitTwoPerSm = 228 * 1024 / 2 - 1024 - 256;
 //   carry   [3][kHeads][2]               float: r_{T-2}, r_{T-1} of the tile before (two buffers),
 //                                        and zeros (what a sequence's first tile reads)
 //   pages   [kPageSlots]                 int: the CTA's page ids, from its first page on, when they fit
-// CTAS_PER_SM 1: a 6-slot ring, K tiles 3 ahead; 2: a 3-slot ring, K tiles 1 ahead. The
-// page array takes what the layout's shared memory has left: 512 ids at two CTAs per SM
-// (8192 tokens in pages of 16), 2048 at one.
+// CTAS_PER_SM 1: a 6-slot ring, K tiles 3 ahead; 2: a 3-slot ring, K tiles 2 ahead. The
+// page array takes what the layout's shared memory has left: 976 ids at two CTAs per SM
+// (15616 tokens in pages of 16), 2048 at one.
 template <int CTAS_PER_SM>
 struct Layout {
     static constexpr int kStages = CTAS_PER_SM == 1 ? 6 : 3;
-    static constexpr int kAhead = CTAS_PER_SM == 1 ? 3 : 1;  // K tiles issued before the V tile of the oldest gated tile
+#ifndef LESSON05_TWO_PER_SM_AHEAD
+#define LESSON05_TWO_PER_SM_AHEAD 2
+#endif
+    static constexpr int kAhead = CTAS_PER_SM == 1 ? 3 : LESSON05_TWO_PER_SM_AHEAD;  // K tiles issued before the V tile of the oldest gated tile
     static constexpr int kBufs = kAhead + 1;    // tiles whose weights are alive at once
     static constexpr bool kBulkCopies = CTAS_PER_SM == 2;  // bulk rows where the GPU has them (sm_90), else cp.async
+    static constexpr bool kScoresInSlot = CTAS_PER_SM == 2;  // a K tile's scores over the tile, else in `scores`
+    static constexpr int kScoreRegion = kScoresInSlot ? kSlotScoreRegion : 0;  // score_index: 0 for the buffer
     static constexpr int kTileBytes = kTileElems * 2;
-    static constexpr int kScoreBytes = kHeads * kScoreStride * 4;
+    static constexpr int kScoreBytes = kScoresInSlot ? 0 : kHeads * kScoreStride * 4;
     static constexpr int kPBytes = kBufs * kHeads * kPStride * 2;
     static constexpr int kRowsBytes = kBufs * kTile;
     static constexpr int kCarryBytes = 3 * kHeads * 2 * 4;
@@ -117,7 +132,7 @@ struct Layout {
 template <class scalar_t>
 struct Smem {
     scalar_t* tiles;
-    float* scores;
+    float* scores;  // nullptr where the scores are in the K slot
     scalar_t* p16;
     uint8_t* rows;
     float* carry;
@@ -129,7 +144,7 @@ __device__ __forceinline__ Smem<scalar_t> carve_smem(unsigned char* base) {
     using L = Layout<CTAS_PER_SM>;
     Smem<scalar_t> s;
     s.tiles = reinterpret_cast<scalar_t*>(base);
-    s.scores = reinterpret_cast<float*>(base + L::kStages * L::kTileBytes);
+    s.scores = L::kScoresInSlot ? nullptr : reinterpret_cast<float*>(base + L::kStages * L::kTileBytes);
     s.p16 = reinterpret_cast<scalar_t*>(base + L::kStages * L::kTileBytes + L::kScoreBytes);
     s.rows = base + L::kStages * L::kTileBytes + L::kScoreBytes + L::kPBytes;
     s.carry = reinterpret_cast<float*>(s.rows + L::kRowsBytes);
@@ -468,9 +483,36 @@ __device__ __forceinline__ void prefetch_q(const scalar_t* q, int seq, int H, in
     }
 }
 
+// Where score (h, t) of a tile lives, in floats from the start of the scores (REGION: the
+// layout's kScoreRegion). In a scores buffer (REGION 0), at h * kScoreStride + t. In the K
+// slot, in region r = t / 16, the 16 rows of K holding tokens 16 r .. 16 r + 15, which
+// the warp that computes their scores read: [kHeads][kScoreHeadStride] floats from the
+// region's start, 16 floats further in odd regions (a gate warp's 32 tokens span two
+// regions, which then fall on distinct banks).
+template <int REGION>
+__device__ __forceinline__ int score_index(int h, int t) {
+    if constexpr (REGION == 0) {
+        return h * kScoreStride + t;
+    } else {
+        static_assert(REGION % 32 == 0, "regions start on bank 0");
+        const int r = t / 16;
+        return r * REGION + (r % 2) * 16 + h * kScoreHeadStride + t % 16;
+    }
+}
+static_assert(16 + (kHeads - 1) * kScoreHeadStride + 16 <= kSlotScoreRegion, "a warp's scores fit the rows of K it read");
+
+// Where a K tile's scores go: over the tile itself, or the scores buffer (Layout::kScoresInSlot).
+template <class L, class scalar_t>
+__device__ __forceinline__ float* scores_of(scalar_t* buf, const Smem<scalar_t>& sm) {
+    static_assert(!L::kScoresInSlot || sizeof(scalar_t) == 2, "kSlotScoreRegion counts 16-bit elements");
+    return L::kScoresInSlot ? reinterpret_cast<float*>(buf) : sm.scores;
+}
+
 // scores[h][t] = scale * (K_tile[t] . q[h]) for the n tokens of a tile: warp w does tokens
-// 16 w .. 16 w + 15 (nothing when they are all past the end).
-template <class scalar_t>
+// 16 w .. 16 w + 15 (nothing when they are all past the end), at score_index<REGION>. When
+// `scores` is buf itself, a warp writes over the rows it read, after a __syncwarp: its
+// lanes' mma results need every lane's ldmatrix already, but the sanitizer cannot see that.
+template <int REGION, class scalar_t>
 __device__ __forceinline__ void qk_tile(float* scores, const scalar_t* buf, const uint32_t (&qf)[kHeadSize / 16][2],
                                         int n, float scale, int warp, int lane) {
     const int mt = warp;
@@ -485,23 +527,43 @@ __device__ __forceinline__ void qk_tile(float* scores, const scalar_t* buf, cons
     }
     const int g = lane / 4, c = lane % 4;
     const int t = mt * 16 + g, h = 2 * c;
-    float* row0 = scores + h * kScoreStride;  // scores[h][.], then scores[h + 1][.]
+    if constexpr (REGION != 0) __syncwarp();  // over the rows: every lane's ldmatrix reads come first
     if (t < n) {
-        row0[t] = (cf[0][0] + cf[1][0]) * scale;
-        row0[kScoreStride + t] = (cf[0][1] + cf[1][1]) * scale;
+        scores[score_index<REGION>(h, t)] = (cf[0][0] + cf[1][0]) * scale;
+        scores[score_index<REGION>(h + 1, t)] = (cf[0][1] + cf[1][1]) * scale;
     }
     if (t + 8 < n) {
-        row0[t + 8] = (cf[0][2] + cf[1][2]) * scale;
-        row0[kScoreStride + t + 8] = (cf[0][3] + cf[1][3]) * scale;
+        scores[score_index<REGION>(h, t + 8)] = (cf[0][2] + cf[1][2]) * scale;
+        scores[score_index<REGION>(h + 1, t + 8)] = (cf[0][3] + cf[1][3]) * scale;
     }
+}
+
+// A consumer thread is done with a K tile's slot: it arrives on the slot's `empty` barrier.
+// With the scores in the slot, a gate thread is done once its gate has read them
+// (release_k_after_gate), the others once they have written theirs (release_k_after_qk),
+// and when bulk copies refill the ring, the writes over the tile are first ordered before
+// them: the copy engine is another proxy. Without, every consumer is done after its QK.
+template <class L>
+__device__ __forceinline__ void release_k_slot(uint64_t* empty) {
+    if constexpr (L::kScoresInSlot && L::kBulkCopies && kArchHasBulkCopies) pa::fence_proxy_async_shared();
+    pa::mbarrier_arrive(empty);
+}
+template <class L>
+__device__ __forceinline__ void release_k_after_qk(uint64_t* empty, int tid) {
+    if (!L::kScoresInSlot || tid >= kGateThreads) release_k_slot<L>(empty);
+}
+template <class L>
+__device__ __forceinline__ void release_k_after_gate(uint64_t* empty) {
+    if constexpr (L::kScoresInSlot) release_k_slot<L>(empty);
 }
 
 // The gate of token t (< kTile) of a tile with n tokens, for every head:
 //   r_t = max(s_t, 0),  a_t = (r_t + r_{t-1} + r_{t-2}) / 3,  p_t = gamma * clamp(r_t - sigma * a_t, 0, 1)
-// r_{t-1} and r_{t-2} come from the tile's scores, or for t < 2 from carry_in[h] = {r_{T-2},
+// r_{t-1} and r_{t-2} come from the tile's scores (qk_tile), or for t < 2 from carry_in[h] = {r_{T-2},
 // r_{T-1}} (T = the tile's first token; zeros before the sequence starts). p is 0 past the
 // end and for heads past the group. The last two tokens of a full tile leave their r in
 // carry_out for the next tile.
+template <int REGION>
 __device__ __forceinline__ void gate_token(float (&p)[kHeads], const float* scores, const float* carry_in,
                                            float* carry_out, int t, int n, int num_heads, GateArgs gate) {
 #pragma unroll
@@ -509,10 +571,9 @@ __device__ __forceinline__ void gate_token(float (&p)[kHeads], const float* scor
         float r0 = 0.f;
         p[h] = 0.f;
         if (h < num_heads && t < n) {
-            const float* row = scores + h * kScoreStride;
-            r0 = fmaxf(row[t], 0.f);
-            const float r1 = t >= 1 ? fmaxf(row[t - 1], 0.f) : carry_in[2 * h + 1];
-            const float r2 = t >= 2 ? fmaxf(row[t - 2], 0.f) : carry_in[2 * h + t];  // t = 0: r_{T-2}; t = 1: r_{T-1}
+            r0 = fmaxf(scores[score_index<REGION>(h, t)], 0.f);
+            const float r1 = t >= 1 ? fmaxf(scores[score_index<REGION>(h, t - 1)], 0.f) : carry_in[2 * h + 1];
+            const float r2 = t >= 2 ? fmaxf(scores[score_index<REGION>(h, t - 2)], 0.f) : carry_in[2 * h + t];  // t = 0: r_{T-2}; t = 1: r_{T-1}
             const float a = (r0 + r1 + r2) / static_cast<float>(kFirK);
             p[h] = gate.gamma * fminf(fmaxf(r0 - gate.sigma * a, 0.f), 1.f);
         }

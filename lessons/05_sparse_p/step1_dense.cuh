@@ -15,8 +15,9 @@
 //   a V tile:  PV with p16[i % kBufs]
 // so a tile's gate runs while up to kAhead tiles are still ahead of its V tile, and
 // kAhead + 1 tiles' weights are alive at once. Barrier B is needed because the next K
-// tile's QK writes the one scores buffer; a tile's PV comes after its barrier B, which
-// orders the weights it reads.
+// tile's QK writes the one scores buffer (one CTA per SM; at two, a tile's scores lie in
+// its own K slot, which its gate threads release once they have read them); a tile's PV
+// comes after its barrier B, which orders the weights it reads.
 // Run: lesson05_sparse_p [--check | --bench] --variant dense
 #pragma once
 
@@ -93,7 +94,7 @@ dense_gated_kernel(scalar_t* __restrict__ out,             // [B, H, D]
         const int i = item.tile;
         scalar_t* pb = sm.p16 + (i % kBufs) * kHeads * kPStride;  // p16[i % kBufs]: [kHeads][kPStride]
         pa::mbarrier_wait(&full[slot], (s / kStages) & 1);
-        const scalar_t* buf = sm.tiles + slot * kTileElems;
+        scalar_t* buf = sm.tiles + slot * kTileElems;
         if (item.is_v) {  // PV of tile i: every row of its V tile
             pv_steps(acc, buf, pb, kTile / 16, warp, lane);
             pa::mbarrier_arrive(&empty[slot]);
@@ -105,16 +106,18 @@ dense_gated_kernel(scalar_t* __restrict__ out,             // [B, H, D]
         }
         // 1. scores of tile i
         const int n = w.tokens_in(i);  // tokens of this tile
-        qk_tile(sm.scores, buf, qf, n, scale, warp, lane);
+        float* scores = scores_of<L>(buf, sm);  // in this K slot, or the scores buffer (score_index)
+        qk_tile<L::kScoreRegion>(scores, buf, qf, n, scale, warp, lane);
         // the first sequence's last QK is done: the second one's q loads while this tile's gate runs
         if (SEQS > 1 && w.count > 1 && i + 1 == w.tiles0) load_q_fragments(qf, q, w.seq1, H, first_head, num_heads, lane);
-        pa::mbarrier_arrive(&empty[slot]);
+        release_k_after_qk<L>(&empty[slot], tid);
         pa::named_barrier_sync<kConsumerBarrier, kConsumerThreads>();  // A
         // 2. the gate: p16[i % kBufs][h][t] for every token of the tile (0 past the end)
         if (tid < kGateThreads) {
             float p[kHeads];
-            gate_token(p, sm.scores, sm.carry + (w.starts_sequence(i) ? 2 : (i + 1) % 2) * 2 * kHeads, sm.carry + (i % 2) * 2 * kHeads, tid, n,
+            gate_token<L::kScoreRegion>(p, scores, sm.carry + (w.starts_sequence(i) ? 2 : (i + 1) % 2) * 2 * kHeads, sm.carry + (i % 2) * 2 * kHeads, tid, n,
                        num_heads, gate);
+            release_k_after_gate<L>(&empty[slot]);
 #pragma unroll
             for (int h = 0; h < kHeads; ++h) pb[h * kPStride + tid] = pa::from_float<scalar_t>(p[h]);
         }

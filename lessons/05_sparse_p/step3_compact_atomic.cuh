@@ -107,7 +107,7 @@ compact_atomic_gated_kernel(scalar_t* __restrict__ out,             // [B, H, D]
         const int i = item.tile;
         scalar_t* pb = sm.p16 + (i % kBufs) * kHeads * kPStride;  // p16[i % kBufs]: [kHeads][kPStride]
         pa::mbarrier_wait(&full[slot], (s / kStages) & 1);
-        const scalar_t* buf = sm.tiles + slot * kTileElems;
+        scalar_t* buf = sm.tiles + slot * kTileElems;
         if (item.is_v) {  // PV of tile i: the nnz listed rows of its V tile
             pa::mbarrier_wait(&listed[i % kBufs], (i / kBufs) & 1);  // complete long ago: orders nnz_of and the padding
             pv_steps(acc, buf, pb, (nnz_of[i % kBufs] + 15) / 16, warp, lane);
@@ -120,18 +120,20 @@ compact_atomic_gated_kernel(scalar_t* __restrict__ out,             // [B, H, D]
         }
         // 1. scores of tile i
         const int n = w.tokens_in(i);  // tokens of this tile
-        qk_tile(sm.scores, buf, qf, n, scale, warp, lane);
+        float* scores = scores_of<L>(buf, sm);  // in this K slot, or the scores buffer (score_index)
+        qk_tile<L::kScoreRegion>(scores, buf, qf, n, scale, warp, lane);
         // the first sequence's last QK is done: the second one's q loads while this tile's gate runs
         if (SEQS > 1 && w.count > 1 && i + 1 == w.tiles0) load_q_fragments(qf, q, w.seq1, H, first_head, num_heads, lane);
-        pa::mbarrier_arrive(&empty[slot]);
+        release_k_after_qk<L>(&empty[slot], tid);
         pa::named_barrier_sync<kConsumerBarrier, kConsumerThreads>();  // A
         if (tid == 0) counter[(i + 1) % 2] = 0;  // tile i - 1's count was read before barrier A
         // 2. the gate, and the list: a token some head needs takes the next slot of
         //    rows[i % kBufs], and its weights go to the same column of p16[i % kBufs]
         if (tid < kGateThreads) {
             float p[kHeads];
-            gate_token(p, sm.scores, sm.carry + (w.starts_sequence(i) ? 2 : (i + 1) % 2) * 2 * kHeads, sm.carry + (i % 2) * 2 * kHeads, tid, n,
+            gate_token<L::kScoreRegion>(p, scores, sm.carry + (w.starts_sequence(i) ? 2 : (i + 1) % 2) * 2 * kHeads, sm.carry + (i % 2) * 2 * kHeads, tid, n,
                        num_heads, gate);
+            release_k_after_gate<L>(&empty[slot]);
             bool needed = false;
 #pragma unroll
             for (int h = 0; h < kHeads; ++h) needed |= p[h] != 0.f;

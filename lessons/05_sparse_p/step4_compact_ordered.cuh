@@ -47,7 +47,9 @@ compact_ordered_gated_kernel(scalar_t* __restrict__ out,             // [B, H, D
     __shared__ uint64_t full[kStages], empty[kStages];
     __shared__ uint64_t listed[kBufs];  // the list of tile i is in rows[i % kBufs], its length in nnz_of[i % kBufs]
     __shared__ int nnz_of[kBufs];
-    __shared__ int warp_count[kGateThreads / 32];  // needed tokens of each gate warp in the current tile
+    // needed tokens of each gate warp in the current tile; on 16 bytes, so that the compiler's
+    // wide load of the four counts reads nothing else (nnz_of, written meanwhile)
+    __shared__ __align__(16) int warp_count[kGateThreads / 32];
     if (threadIdx.x == 0) {
         for (int i = 0; i < kStages; ++i) {
             pa::mbarrier_init(&full[i], kProducerThreads);
@@ -99,7 +101,7 @@ compact_ordered_gated_kernel(scalar_t* __restrict__ out,             // [B, H, D
         const int i = item.tile;
         scalar_t* pb = sm.p16 + (i % kBufs) * kHeads * kPStride;  // p16[i % kBufs]: [kHeads][kPStride]
         pa::mbarrier_wait(&full[slot], (s / kStages) & 1);
-        const scalar_t* buf = sm.tiles + slot * kTileElems;
+        scalar_t* buf = sm.tiles + slot * kTileElems;
         if (item.is_v) {  // PV of tile i: the nnz listed rows of its V tile
             pa::mbarrier_wait(&listed[i % kBufs], (i / kBufs) & 1);  // complete long ago: orders nnz_of and the padding
             pv_steps(acc, buf, pb, (nnz_of[i % kBufs] + 15) / 16, warp, lane);
@@ -112,10 +114,11 @@ compact_ordered_gated_kernel(scalar_t* __restrict__ out,             // [B, H, D
         }
         // 1. scores of tile i
         const int n = w.tokens_in(i);  // tokens of this tile
-        qk_tile(sm.scores, buf, qf, n, scale, warp, lane);
+        float* scores = scores_of<L>(buf, sm);  // in this K slot, or the scores buffer (score_index)
+        qk_tile<L::kScoreRegion>(scores, buf, qf, n, scale, warp, lane);
         // the first sequence's last QK is done: the second one's q loads while this tile's gate runs
         if (SEQS > 1 && w.count > 1 && i + 1 == w.tiles0) load_q_fragments(qf, q, w.seq1, H, first_head, num_heads, lane);
-        pa::mbarrier_arrive(&empty[slot]);
+        release_k_after_qk<L>(&empty[slot], tid);
         pa::named_barrier_sync<kConsumerBarrier, kConsumerThreads>();  // A
         // 2. the gate, and the list: the needed tokens of the tile in increasing order in
         //    rows[i % kBufs], their weights in the same columns of p16[i % kBufs]
@@ -123,8 +126,9 @@ compact_ordered_gated_kernel(scalar_t* __restrict__ out,             // [B, H, D
         bool needed = false;
         int before = 0;  // needed tokens of the lanes below this one, in this warp
         if (tid < kGateThreads) {
-            gate_token(p, sm.scores, sm.carry + (w.starts_sequence(i) ? 2 : (i + 1) % 2) * 2 * kHeads, sm.carry + (i % 2) * 2 * kHeads, tid, n,
+            gate_token<L::kScoreRegion>(p, scores, sm.carry + (w.starts_sequence(i) ? 2 : (i + 1) % 2) * 2 * kHeads, sm.carry + (i % 2) * 2 * kHeads, tid, n,
                        num_heads, gate);
+            release_k_after_gate<L>(&empty[slot]);
 #pragma unroll
             for (int h = 0; h < kHeads; ++h) needed |= p[h] != 0.f;
             const unsigned mask = __ballot_sync(0xffffffffu, needed);  // whole warps: kGateThreads % 32 == 0
