@@ -5,8 +5,8 @@
 // The CTA is lesson 02's grouped one: one CTA per (sequence, KV head) serves the `group`
 // query heads that share it, so each K/V element is read once. 4 producer warps copy K and
 // V tiles of 128 tokens into a ring with cp.async; 8 consumer warps compute
-//   scores[h][t] = scale * K_tile[t] . q[h]       mma.sync.m16n8k16, one 16-token block per warp,
-//                                                 written into the K tile's own ring slot
+//   scores[h][t] = scale * K_tile[t] . q[h]       mma.sync.m16n8k16, one 16-token block per warp
+//                                                 (at two CTAs per SM written over the K tile's rows)
 //   p[h][t]      = the gate of scores[h][.]       one consumer thread per token
 //   out^T[d][h] += V_tile^T[d][t] p[h][t]         mma.sync.m16n8k16, 16 dims per warp
 // Three things change from lesson 02:
@@ -102,12 +102,16 @@ constexpr int kSmemLimitTwoPerSm = 228 * 1024 / 2 - 1024 - 256;
 // CTAS_PER_SM 1: a 6-slot ring, K tiles 3 ahead; 2: a 3-slot ring, K tiles 2 ahead. The
 // page array takes what the layout's shared memory has left: 976 ids at two CTAs per SM
 // (15616 tokens in pages of 16), 2048 at one.
-template <int CTAS_PER_SM>
-struct Layout {
-    static constexpr int kStages = CTAS_PER_SM == 1 ? 6 : 3;
+// K tiles ahead at two CTAs per SM (-DLESSON05_TWO_PER_SM_AHEAD=1: one, to compare; the
+// README's "How far K runs ahead").
 #ifndef LESSON05_TWO_PER_SM_AHEAD
 #define LESSON05_TWO_PER_SM_AHEAD 2
 #endif
+static_assert(LESSON05_TWO_PER_SM_AHEAD == 1 || LESSON05_TWO_PER_SM_AHEAD == 2, "the 3-slot ring holds at most 2 K tiles ahead");
+
+template <int CTAS_PER_SM>
+struct Layout {
+    static constexpr int kStages = CTAS_PER_SM == 1 ? 6 : 3;
     static constexpr int kAhead = CTAS_PER_SM == 1 ? 3 : LESSON05_TWO_PER_SM_AHEAD;  // K tiles issued before the V tile of the oldest gated tile
     static constexpr int kBufs = kAhead + 1;    // tiles whose weights are alive at once
     static constexpr bool kBulkCopies = CTAS_PER_SM == 2;  // bulk rows where the GPU has them (sm_90), else cp.async
