@@ -14,6 +14,8 @@
 #include "cuda_check.cuh"
 #include "device_buffer.cuh"
 #include "device_info.cuh"
+#include "dispatch.cuh"
+#include "gated_tile.cuh"
 #include "table.h"
 #include "timer.cuh"
 
@@ -22,7 +24,7 @@ namespace lesson05 {
 namespace {
 
 constexpr int kGatherThreads = 256;
-constexpr int kPiecesPerRow = 16;  // a row of D 128 in 16-bit elements: 256 bytes
+constexpr int kPiecesPerRow = kHeadSize * 2 / 16;  // 16-byte pieces of a row of 16-bit elements
 
 struct GatherItem {
     int row0;         // [block, kv_head, 0, 0] in rows of D: (block * Hkv + kv_head) * block_size
@@ -90,9 +92,9 @@ std::vector<GatherItem> make_items(const pa::DecodeProblem& p, const std::vector
 
 GatherFloor time_gather_floor(const pa::DecodeProblem& p, const std::vector<uint8_t>& row_used, int max_ctx) {
     const pa::DecodeShape& s = p.shape;
-    if (s.D != kPiecesPerRow * 8 || s.block_size > kGatherMaxBlockSize)  // fp16 and bf16 both take 2 bytes
-        throw std::invalid_argument(pa::strf("lesson05 gather floor: D 128 and pages of at most %d tokens (got D %d, "
-                                             "pages of %d)", kGatherMaxBlockSize, s.D, s.block_size));
+    if (s.D != kHeadSize || s.block_size > kGatherMaxBlockSize)  // fp16 and bf16 both take 2 bytes
+        throw std::invalid_argument(pa::strf("lesson05 gather floor: D %d and pages of at most %d tokens (got D %d, "
+                                             "pages of %d)", kHeadSize, kGatherMaxBlockSize, s.D, s.block_size));
     if (row_used.size() != static_cast<size_t>(s.B) * s.Hkv * max_ctx)
         throw std::invalid_argument("lesson05 gather floor: row_used is not [B][Hkv][max_ctx]");
     const pa::DeviceInfo& info = pa::current_device_info();
@@ -121,15 +123,13 @@ GatherFloor time_gather_floor(const pa::DecodeProblem& p, const std::vector<uint
                 copies, 10, 100);
             best = std::min(best, t.us_median);
         };
-        if (s.block_size <= 16) {
-            time(gather_kernel<1, 1>, 1);
-            time(gather_kernel<2, 1>, 2);
-            time(gather_kernel<4, 1>, 4);
-        } else {
-            time(gather_kernel<1, 2>, 1);
-            time(gather_kernel<2, 2>, 2);
-            time(gather_kernel<4, 2>, 4);
-        }
+        const int pieces = (s.block_size * kPiecesPerRow + kGatherThreads - 1) / kGatherThreads;  // per thread: 1 or 2
+        pa::dispatch_int<1, 2>(pieces, [&](auto pc) {
+            time(gather_kernel<1, pc.value>, 1);
+            time(gather_kernel<2, pc.value>, 2);
+            time(gather_kernel<4, pc.value>, 4);
+            return true;
+        });
         return best;
     };
     GatherFloor f;

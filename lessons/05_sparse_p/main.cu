@@ -38,8 +38,11 @@ std::string sigma_label(double sigma) { return pa::strf("%g", sigma); }
 const pa::DecodeProblem* g_last_problem = nullptr;
 std::map<std::string, lesson05::Sparsity> g_sparsity;
 
+// What the per-(shape, sigma, gamma) caches below are keyed by.
+std::string gate_key(const pa::DecodeShape& s) { return s.name + pa::strf("|%g|%g", g_gate->sigma, g_gate->gamma); }
+
 const lesson05::Sparsity& sparsity_of(const pa::DecodeShape& s) {
-    const std::string key = s.name + pa::strf("|%g|%g", g_gate->sigma, g_gate->gamma);
+    const std::string key = gate_key(s);
     auto it = g_sparsity.find(key);
     if (it == g_sparsity.end()) {
         if (!g_last_problem || g_last_problem->shape.name != s.name)
@@ -53,7 +56,7 @@ const lesson05::Sparsity& sparsity_of(const pa::DecodeShape& s) {
 std::map<std::string, lesson05::GatherFloor> g_gathers;
 
 const lesson05::GatherFloor& gather_floor_of(const pa::DecodeShape& s) {
-    const std::string key = s.name + pa::strf("|%g|%g", g_gate->sigma, g_gate->gamma);
+    const std::string key = gate_key(s);
     auto it = g_gathers.find(key);
     if (it == g_gathers.end()) {
         const lesson05::Sparsity& z = sparsity_of(s);  // also: g_last_problem is of this shape
