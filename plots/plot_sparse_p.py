@@ -2,7 +2,8 @@
 """Lesson 05: speedup of the sparse-P decodes over the dense one against the share of zeros.
 
 Reads plots/data/<gpu>/lesson05.csv (columns `sigma`, `zero_share`, `limit_speedup` beside the
-usual ones; variants dense, zero_skip, compact_atomic, compact_ordered, split_k_compact) and
+usual ones; variants dense, zero_skip, compact_atomic, compact_ordered, split_k_compact and,
+on sm_90, split_k_cluster) and
 writes plots/<gpu>_sparse_p.png: one panel per shape, the measured share of zeros in P on the
 x axis (one point per sigma), each variant's L2-cold speedup over `dense` at the same shape and
 sigma on the y axis, and the byte model's limit (`limit_speedup`: dense bytes over the bytes a
@@ -20,7 +21,7 @@ import plotlib
 from plotlib import plt
 
 VARIANTS = (("zero_skip", "#ff7f0e", "s"), ("compact_atomic", "#2ca02c", "o"), ("compact_ordered", "#1f77b4", "D"),
-            ("split_k_compact", "#d62728", "^"))
+            ("split_k_compact", "#d62728", "^"), ("split_k_cluster", "#9467bd", "v"))  # the last: sm_90 only
 NEEDS = ("sigma", "zero_share", "limit_speedup")
 
 

@@ -724,9 +724,10 @@ def t_lesson04_plans(ctx):
 # Lesson 05: the gated decode with sparse P compaction. Its CSV has one row per (variant,
 # shape, sigma), so rows are looked up with the gate's sigma as well.
 
-LESSON05_STEPS = ("dense", "zero_skip", "compact_atomic", "compact_ordered", "split_k_compact")
+LESSON05_STEPS = ("dense", "zero_skip", "compact_atomic", "compact_ordered", "split_k_compact", "split_k_cluster")
 LESSON05_SIGMAS = ("0", "1.5", "2.9")
-LESSON05_COMPACTION = ("compact_atomic", "compact_ordered", "split_k_compact")  # the steps that compact
+LESSON05_COMPACTION = ("compact_atomic", "compact_ordered", "split_k_compact", "split_k_cluster")  # the steps that compact
+LESSON05_HOPPER = ("split_k_cluster",)  # runs on sm_90 only: a CSV of another GPU has no such rows
 LESSON05_GRID = [f"h8kv4-B{b}-ctx{t}" for b in (1, 32, 64, 128) for t in ("256", "512", "1k", "2k")]
 # The H200 post's gains for the same ideas, on its kernels and shapes (section 1.3 and 7.4). Its
 # "up to 80 %" is compaction added to its split-k kernel, measured against that kernel without it.
@@ -749,6 +750,10 @@ class Lesson05Csv:
             self.by_key[key] = r
         if not self.by_key:
             raise TableError(f"{c.rel}: no lesson 05 rows")
+        have = {k[0] for k in self.by_key}
+        # the steps of this GPU's CSV: every one, less the sm_90 ones where none ran
+        self.steps = tuple(v for v in LESSON05_STEPS if v not in LESSON05_HOPPER or v in have)
+        self.compaction = tuple(v for v in LESSON05_COMPACTION if v in self.steps)
 
     def row(self, variant, shape, sigma, l2="cold"):
         r = self.by_key.get((variant, shape, sigma, l2))
@@ -779,7 +784,7 @@ class Lesson05Csv:
 
     def fastest_compaction(self, shape, sigma):
         """(us, variant) of the fastest compaction step."""
-        return min((self.us(v, shape, sigma), v) for v in LESSON05_COMPACTION)
+        return min((self.us(v, shape, sigma), v) for v in self.compaction)
 
     def pct_of_limit(self, variant, shape, sigma):
         return 100 * self.speedup(variant, shape, sigma) / float(self.row("dense", shape, sigma)["limit_speedup"])
@@ -818,14 +823,13 @@ def t_lesson05_table_c(ctx):
                          l05_mib(d["bytes"]), l05_mib(d["bytes_needed"]), f"{float(d['limit_speedup']):.2f}",
                          us2(l5.gather_us(s, sigma)), us2(l5.gather_us(s, sigma, needed=True)),
                          f"{us2(d['us_median'])} ({pct(d)})"]
-                for v in LESSON05_STEPS[1:]:
+                for v in l5.steps[1:]:
                     cells.append(f"{us2(l5.us(v, s, sigma))} ({l5.speedup(v, s, sigma):.2f}x)")
                 cells.append(f"{l5.pct_of_limit('compact_ordered', s, sigma):.0f}")
                 rows.append(cells)
-            parts.append(f"**sigma {sigma}**\n\n" + table(
-                ["shape", "zeros/head %", "zeros/row %", "MiB", "needed MiB", "limit", "gather", "needed gather",
-                 "dense (% BW)", "zero_skip", "compact_atomic", "compact_ordered", "split_k_compact", "% lim"], rows,
-                right=set(range(1, 14))))
+            head = (["shape", "zeros/head %", "zeros/row %", "MiB", "needed MiB", "limit", "gather", "needed gather",
+                     "dense (% BW)"] + list(l5.steps[1:]) + ["% lim"])
+            parts.append(f"**sigma {sigma}**\n\n" + table(head, rows, right=set(range(1, len(head)))))
     return "\n\n".join(parts)
 
 
@@ -836,11 +840,12 @@ def l05_targets(l5):
         d = l5.row("dense", s, "1.5")
         out.append((f"`dense` >= 80 % of read BW on {s}", f"{pct(d)} %", float(d["pct_read_bw"]) >= 80))
     for s in ("h8kv4-B32-ctx1k", "h8kv4-B64-ctx512"):
-        x = {v: l5.speedup(v, s, "1.5") for v in LESSON05_COMPACTION}
+        x = {v: l5.speedup(v, s, "1.5") for v in l5.compaction}
+        cluster = f", {x['split_k_cluster']:.2f}x cluster" if "split_k_cluster" in x else ""
         out.append((f"compaction >= 1.25x `dense` at sigma 1.5 on {s}",
                     f"{x['compact_ordered']:.2f}x ordered, {x['compact_atomic']:.2f}x atomic, "
-                    f"{x['split_k_compact']:.2f}x split-k; 1.25x is {l5.us('dense', s, '1.5') / 1.25:.1f} us, the "
-                    f"needed gather {l5.gather_us(s, '1.5', needed=True):.1f} us", max(x.values()) >= 1.25))
+                    f"{x['split_k_compact']:.2f}x split-k{cluster}; 1.25x is {l5.us('dense', s, '1.5') / 1.25:.1f} us, "
+                    f"the needed gather {l5.gather_us(s, '1.5', needed=True):.1f} us", max(x.values()) >= 1.25))
     # per shape and sigma: compact_ordered's share of the limit, and the best compaction step's
     worst_ordered, worst_best = None, None
     for sigma in LESSON05_SIGMAS:
@@ -849,7 +854,7 @@ def l05_targets(l5):
             if not l05_big(d):
                 continue  # under 64 MiB of K and V
             p = l5.pct_of_limit("compact_ordered", s, sigma)
-            b = max(l5.pct_of_limit(v, s, sigma) for v in LESSON05_COMPACTION)
+            b = max(l5.pct_of_limit(v, s, sigma) for v in l5.compaction)
             if worst_ordered is None or p < worst_ordered[0]:
                 worst_ordered = (p, s, sigma)
             if worst_best is None or b < worst_best[0]:

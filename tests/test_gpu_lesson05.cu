@@ -1,9 +1,12 @@
 // Lesson 05 (the gated decode: dense, zero_skip, compact_atomic, compact_ordered,
-// split_k_compact) on the GPU, against the double-precision gated reference. Every test
-// here is labelled `gpu`. The problems hold NaN in every cache slot no sequence owns, so a
-// kernel that copies a V row past a sequence's end fails.
+// split_k_compact, split_k_cluster) on the GPU, against the double-precision gated
+// reference. Every test here is labelled `gpu`. The problems hold NaN in every cache slot no
+// sequence owns, so a kernel that copies a V row past a sequence's end fails.
+// split_k_cluster runs on sm_90 in a build with sm_90 code; elsewhere it must refuse, by
+// name, and the tests run the other steps.
 #include <catch2/catch_test_macros.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <stdexcept>
@@ -34,8 +37,29 @@ pa::testing::RandomCheckOptions gated_options(const lesson05::Gate& gate) {
     return o;  // no may_refuse: every case here is one the lesson must run
 }
 
-std::vector<pa::DecodeVariant> every_step(const lesson05::Gate& gate) {
+// Whether split_k_cluster runs here: where it does not, it says why, naming sm_90.
+bool cluster_step_runs_here(const lesson05::Gate& gate) {
+    const pa::DeviceInfo info = pa::testing::gpu_for_test();
+    const std::string why =
+        lesson05::variant("split_k_cluster", gate).why_not(pa::make_shape("probe", 8, 4, {1000}, 128, 16), info);
+    if (!why.empty()) {
+        INFO(why);
+        CHECK(why.find("sm_90") != std::string::npos);
+    }
+    return why.empty();
+}
+
+// The ladder's steps that run on this GPU and build: every one, less split_k_cluster off sm_90.
+std::vector<pa::DecodeVariant> steps_here(const lesson05::Gate& gate) {
     std::vector<pa::DecodeVariant> v = lesson05::variants(gate);
+    if (!cluster_step_runs_here(gate))
+        v.erase(std::remove_if(v.begin(), v.end(), [](const pa::DecodeVariant& x) { return x.name == "split_k_cluster"; }),
+                v.end());
+    return v;
+}
+
+std::vector<pa::DecodeVariant> every_step(const lesson05::Gate& gate) {
+    std::vector<pa::DecodeVariant> v = steps_here(gate);
     v.push_back(lesson05::split_k_variant(128, gate));  // many partitions on every case
     return v;
 }
@@ -74,10 +98,12 @@ TEST_CASE("lesson05 every step matches the gated reference on random cases at si
         for (double gamma : {1.0, 2.5}) {
             INFO("sigma " << sigma << ", gamma " << gamma);
             const lesson05::Gate gate = lesson05::make_gate(sigma, gamma);
-            const auto r = pa::testing::check_variants_on_random_cases(every_step(gate), kSeed + n++, 15, lesson05_limits(),
+            std::vector<pa::DecodeVariant> steps = every_step(gate);
+            if (cluster_step_runs_here(gate)) steps.push_back(lesson05::split_k_cluster_variant(384, gate));  // up to 6 partitions
+            const auto r = pa::testing::check_variants_on_random_cases(steps, kSeed + n++, 15, lesson05_limits(),
                                                                        gated_options(gate));
             CHECK(r.refused == 0);
-            CHECK(r.checked == 15 * 6);
+            CHECK(r.checked == 15 * static_cast<int>(steps.size()));
             CHECK(r.passed == r.checked);
         }
 }
@@ -117,8 +143,8 @@ TEST_CASE("lesson05 a head whose weights are all zero gets exactly 0, and so doe
     }
 }
 
-TEST_CASE("lesson05 compact_ordered and split_k_compact are bit-identical over 10 runs; compact_atomic differs from "
-          "ordered only by the order of its sums",
+TEST_CASE("lesson05 compact_ordered, split_k_compact and split_k_cluster are bit-identical over 10 runs; "
+          "compact_atomic differs from ordered only by the order of its sums",
           "[gpu][lesson05]") {
     const pa::DeviceInfo info = pa::testing::gpu_for_test();
     for (pa::DType t : {pa::DType::bf16, pa::DType::fp16}) {
@@ -130,7 +156,10 @@ TEST_CASE("lesson05 compact_ordered and split_k_compact are bit-identical over 1
         const pa::DecodeVariant ordered = lesson05::variant("compact_ordered", gate);
         const pa::DecodeVariant atomic = lesson05::variant("compact_atomic", gate);
         REQUIRE(ordered.why_not(s, info).empty());
-        for (const pa::DecodeVariant& v : {ordered, lesson05::variant("split_k_compact", gate), lesson05::split_k_variant(256, gate)}) {
+        std::vector<pa::DecodeVariant> deterministic = {ordered, lesson05::variant("split_k_compact", gate),
+                                                        lesson05::split_k_variant(256, gate)};
+        if (cluster_step_runs_here(gate)) deterministic.push_back(lesson05::variant("split_k_cluster", gate));
+        for (const pa::DecodeVariant& v : deterministic) {
             INFO(v.name);
             const std::vector<uint16_t> first = run_once(v, dev);
             for (int run = 1; run < 10; ++run) CHECK(run_once(v, dev) == first);
@@ -186,6 +215,42 @@ TEST_CASE("lesson05 split_k_compact at partitions of 128, 256 and 512 over mixed
             }
 }
 
+TEST_CASE("lesson05 split_k_cluster: the same bits as split_k_compact at the same partitions (2 to 16 of them, "
+          "partitions past short ends), every page size, launched twice",
+          "[gpu][lesson05]") {
+    const pa::DeviceInfo info = pa::testing::gpu_for_test();
+    if (!cluster_step_runs_here(lesson05::make_gate(0.0))) {
+        WARN("split_k_cluster not run: it needs sm_90 code on an sm_90 GPU");
+        return;
+    }
+    std::vector<int> mixed;
+    for (int i = 0; i < 10; ++i) mixed.push_back(1 + (i * 1999) % 4000);  // 1 .. 3999
+    int k = 0;
+    for (int bs : {8, 16, 32})
+        for (int group : {1, 8})
+            for (double sigma : {0.0, 2.9}) {
+                const pa::DType t = k % 2 ? pa::DType::fp16 : pa::DType::bf16;
+                const pa::DecodeShape s = pa::make_shape("cluster-bs" + std::to_string(bs) + "-g" + std::to_string(group),
+                                                         2 * group, 2, mixed, 128, bs, t);
+                const pa::DecodeProblem p = pa::make_decode_problem(s, kSeed + 100 + k++);
+                const lesson05::Gate gate = lesson05::make_gate(sigma, 2.5);
+                const std::vector<double> ref = pa::reference::gated_decode(p, *gate);
+                pa::DeviceDecodeProblem dev(p);
+                for (int P : {256, 512, 2048}) {  // 16, 8 and 2 partitions of the longest sequence
+                    const pa::DecodeVariant cluster = lesson05::split_k_cluster_variant(P, gate);
+                    INFO(s.name << " " << pa::dtype_name(t) << " sigma " << sigma << " P " << P);
+                    REQUIRE(cluster.why_not(s, info).empty());
+                    const std::vector<uint16_t> global_merge = run_once(lesson05::split_k_variant(P, gate), dev);
+                    for (int launch = 0; launch < 2; ++launch) {
+                        const pa::CheckResult r = pa::check_once(cluster, dev, p, ref);
+                        INFO(r.message);
+                        CHECK(r.pass);
+                        CHECK(dev.download_output() == global_merge);
+                    }
+                }
+            }
+}
+
 TEST_CASE("lesson05 a 20000-token context (157 tiles: the gate's carry crosses every tile boundary)", "[gpu][lesson05]") {
     const lesson05::Gate gate = lesson05::make_gate(1.5);
     check_steps_on(pa::make_shape("ctx20k-g2", 4, 2, {20000, 333}, 128, 16, pa::DType::bf16), gate, every_step(gate),
@@ -218,7 +283,7 @@ TEST_CASE("lesson05 two sequences per CTA: 2 x SMs + 1 short sequences (one CTA 
         REQUIRE(lesson05::seqs_per_cta_for(s, info.sms) == 2);
         for (const double sigma : {0.0, 2.9}) {
             const lesson05::Gate gate = lesson05::make_gate(sigma, 2.5);
-            check_steps_on(s, gate, lesson05::variants(gate), "sigma " + std::to_string(sigma));
+            check_steps_on(s, gate, steps_here(gate), "sigma " + std::to_string(sigma));
         }
     }
 }
@@ -236,7 +301,7 @@ TEST_CASE("lesson05 two CTAs per SM, one sequence each: lengths at and around 16
         REQUIRE(lesson05::seqs_per_cta_for(s, info.sms) == 1);
         for (const double sigma : {0.0, 2.9}) {
             const lesson05::Gate gate = lesson05::make_gate(sigma, 2.5);
-            check_steps_on(s, gate, lesson05::variants(gate), "sigma " + std::to_string(sigma));
+            check_steps_on(s, gate, steps_here(gate), "sigma " + std::to_string(sigma));
         }
     }
 }
@@ -255,6 +320,12 @@ TEST_CASE("lesson05 refuses what it cannot run, by name", "[gpu][lesson05]") {
     CHECK_THROWS(lesson05::make_gate(-0.5));
     CHECK_THROWS(lesson05::make_gate(1.0, 0.0));
     CHECK_THROWS(lesson05::split_k_variant(100, gate));
+    CHECK_THROWS(lesson05::split_k_cluster_variant(100, gate));
+    if (cluster_step_runs_here(gate)) {  // 32 partitions of 128 tokens: more than a cluster holds
+        const std::string why =
+            lesson05::split_k_cluster_variant(128, gate).why_not(pa::make_shape("long", 8, 4, {4096}, 128, 16), info);
+        CHECK(why.find("more than the") != std::string::npos);
+    }
 }
 
 TEST_CASE("lesson05 host side: zero counts against a brute-force count, the byte model, split-k's partitions",

@@ -1,8 +1,11 @@
-// Lesson 05's instantiations, listed once (with_kernel, with_split_kernel), split-k's
-// scratch, and the variants.
+// Lesson 05's instantiations, listed once (with_kernel, with_split_kernel,
+// with_cluster_kernel), split-k's scratch, step 6's cluster plan, and the variants.
 #include "lesson05.h"
 
+#include <map>
+#include <mutex>
 #include <stdexcept>
+#include <utility>
 
 #include "cuda_check.cuh"
 #include "device_buffer.cuh"
@@ -15,6 +18,7 @@
 #include "step3_compact_atomic.cuh"
 #include "step4_compact_ordered.cuh"
 #include "step5_split_k_compact.cuh"
+#include "step6_split_k_cluster.cuh"
 #include "table.h"
 
 namespace lesson05 {
@@ -61,6 +65,17 @@ bool with_split_kernel(pa::DType t, int ctas_per_sm, F&& f) {
     });
 }
 
+template <class F>
+bool with_cluster_kernel(pa::DType t, int ctas_per_sm, F&& f) {
+    return pa::dispatch_dtype(t, [&](auto tag) {
+        using T = typename decltype(tag)::type;
+        return pa::dispatch_int<1, 2>(ctas_per_sm, [&](auto c) {
+            f(split_k_cluster_gated_kernel<T, c.value>, Layout<c.value>::kSmemBytes);
+            return true;
+        });
+    });
+}
+
 // Two CTAs per SM (3-slot rings) when the grid is larger than the GPU, or when the
 // one-per-SM ring does not fit the GPU's shared memory (A100); else one (a 6-slot ring).
 int ctas_per_sm_for(long long ctas, int sms, int smem_optin) {
@@ -84,6 +99,64 @@ int partitions_of(int max_ctx, int partition_size) { return (max_ctx + partition
 // 0 for the rule (split_partition_size), else the fixed size.
 int partition_size_for(int fixed, int B, int Hkv, int max_ctx, int sms) {
     return fixed > 0 ? fixed : split_partition_size(B, Hkv, max_ctx, sms);
+}
+
+// Step 6's partitions of a (sequence, KV head) are one cluster. The portable cluster size is
+// 8 CTAs; sm_90 runs 16 as well (a non-portable size, which the kernel must allow) where
+// 16 CTAs of the layout fit one GPC. Whether they do is the driver's answer
+// (cudaOccupancyMaxActiveClusters), asked once per (device, kernel).
+bool cluster_of_16_fits(const void* kernel, int smem) {
+    static std::mutex mu;
+    static std::map<std::pair<int, const void*>, bool> fits;
+    int device = 0;
+    CUDA_CHECK(cudaGetDevice(&device));
+    const std::pair<int, const void*> key{device, kernel};
+    std::lock_guard<std::mutex> lock(mu);
+    auto it = fits.find(key);
+    if (it != fits.end()) return it->second;
+    pa::opt_in_max_dynamic_smem(kernel);
+    CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeNonPortableClusterSizeAllowed, 1));
+    cudaLaunchConfig_t cfg = {};
+    cfg.gridDim = dim3(1, 1, 16);
+    cfg.blockDim = dim3(kThreads);
+    cfg.dynamicSmemBytes = smem;
+    cudaLaunchAttribute cluster = {};
+    cluster.id = cudaLaunchAttributeClusterDimension;
+    cluster.val.clusterDim.x = 1;
+    cluster.val.clusterDim.y = 1;
+    cluster.val.clusterDim.z = 16;
+    cfg.attrs = &cluster;
+    cfg.numAttrs = 1;
+    int clusters = 0;
+    CUDA_CHECK(cudaOccupancyMaxActiveClusters(&clusters, kernel, &cfg));
+    return fits[key] = clusters >= 1;
+}
+
+// Step 6's plan for a batch: `fixed` tokens per partition, or (0) split_partition_size's,
+// lengthened by whole tiles until there are at most 16 partitions (8 where 16 CTAs of the
+// layout do not fit a GPC). `cap` is that most, `parts` what the plan has: a fixed size
+// may ask for more than `cap`, which the variant refuses.
+struct ClusterPlan {
+    int partition_size, parts, ctas_per_sm, cap;
+};
+ClusterPlan cluster_plan(pa::DType t, int fixed, int B, int Hkv, int max_ctx, int sms, int smem_optin) {
+    const int tiles = (max_ctx + kTile - 1) / kTile;
+    ClusterPlan plan{};
+    for (const int cap : {16, 8}) {
+        plan.cap = cap;
+        plan.partition_size = partition_size_for(fixed, B, Hkv, max_ctx, sms);
+        if (fixed == 0 && partitions_of(max_ctx, plan.partition_size) > cap)
+            plan.partition_size = (tiles + cap - 1) / cap * kTile;
+        plan.parts = partitions_of(max_ctx, plan.partition_size);
+        plan.ctas_per_sm = ctas_per_sm_for(static_cast<long long>(B) * Hkv * plan.parts, sms, smem_optin);
+        if (plan.parts <= 8) return plan;
+        bool fits = false;
+        with_cluster_kernel(t, plan.ctas_per_sm, [&](auto kernel, int smem) {
+            fits = cluster_of_16_fits(reinterpret_cast<const void*>(kernel), smem);
+        });
+        if (fits) return plan;
+    }
+    return plan;
 }
 
 void launch_step(Step step, const pa::PagedDecodeArgs& a, const pa::reference::GateParams& g, cudaStream_t stream) {
@@ -121,6 +194,35 @@ void launch_split(int fixed, const pa::PagedDecodeArgs& a, const pa::reference::
         CUDA_CHECK_LAUNCH();
     });
     if (!built) throw pa::CudaError(pa::strf("lesson05: no split-k kernel built for %s", pa::dtype_name(a.dtype)));
+}
+
+void launch_cluster(int fixed, const pa::PagedDecodeArgs& a, const pa::reference::GateParams& g, cudaStream_t stream) {
+    const ClusterPlan plan =
+        cluster_plan(a.dtype, fixed, a.B, a.Hkv, a.max_ctx, pa::current_sm_count(), pa::current_max_smem_optin());
+    if (plan.parts > plan.cap)
+        throw std::invalid_argument(pa::strf("split_k_cluster: %d partitions, more than the %d CTAs a cluster holds here",
+                                             plan.parts, plan.cap));
+    const bool built = with_cluster_kernel(a.dtype, plan.ctas_per_sm, [&](auto kernel, int smem) {
+        using T = typename pa::KernelScalar<decltype(kernel)>::type;
+        pa::opt_in_max_dynamic_smem(reinterpret_cast<const void*>(kernel));
+        cudaLaunchConfig_t cfg = {};
+        cfg.gridDim = dim3(a.Hkv, a.B, plan.parts);
+        cfg.blockDim = dim3(kThreads);
+        cfg.dynamicSmemBytes = smem;
+        cfg.stream = stream;
+        cudaLaunchAttribute cluster = {};
+        cluster.id = cudaLaunchAttributeClusterDimension;  // the partitions of one (sequence, KV head)
+        cluster.val.clusterDim.x = 1;
+        cluster.val.clusterDim.y = 1;
+        cluster.val.clusterDim.z = plan.parts;
+        cfg.attrs = &cluster;
+        cfg.numAttrs = plan.parts > 1 ? 1 : 0;  // one partition merges nothing: no cluster
+        CUDA_CHECK(cudaLaunchKernelEx(&cfg, kernel, static_cast<T*>(a.out), static_cast<const T*>(a.q),
+                                      static_cast<const T*>(a.k_cache), static_cast<const T*>(a.v_cache), a.block_table,
+                                      a.context_lens, a.H, a.Hkv, a.H / a.Hkv, a.block_size, a.max_blocks_per_seq, a.scale,
+                                      gate_args(g), plan.partition_size));
+    });
+    if (!built) throw pa::CudaError(pa::strf("lesson05: no split-k cluster kernel built for %s", pa::dtype_name(a.dtype)));
 }
 
 template <class WithKernel>
@@ -206,9 +308,51 @@ pa::DecodeVariant split_k_variant(int partition_size, const Gate& gate) {
     return v;
 }
 
+int partitions_for(const std::string& variant_name, const pa::DecodeShape& s, int sms) {
+    if (variant_name == "split_k_compact") return partitions_of(s.max_ctx(), split_partition_size(s.B, s.Hkv, s.max_ctx(), sms));
+    if (variant_name == "split_k_cluster")
+        return cluster_plan(s.dtype, 0, s.B, s.Hkv, s.max_ctx(), sms, pa::current_max_smem_optin()).parts;
+    return 1;
+}
+
+pa::DecodeVariant split_k_cluster_variant(int partition_size, const Gate& gate) {
+    if (partition_size < 0 || partition_size % kTile != 0)
+        throw std::invalid_argument(pa::strf("split_k_cluster: partition size %d is not a multiple of %d tokens",
+                                             partition_size, kTile));
+    pa::DecodeVariant v;
+    v.name = partition_size > 0 ? pa::strf("split_k_cluster_%d", partition_size) : "split_k_cluster";
+    v.why_not = [partition_size](const pa::DecodeShape& s, const pa::DeviceInfo& info) {
+        const std::string why = why_not(s, info);
+        if (!why.empty()) return why;
+        std::string sm90;
+        with_cluster_kernel(s.dtype, 2, [&](auto kernel, int) {
+            sm90 = pa::sm90_code_why_not(reinterpret_cast<const void*>(kernel), info,
+                                         "split_k_cluster merges in a thread-block cluster", "split_k_compact runs here");
+        });
+        if (!sm90.empty()) return sm90;
+        const ClusterPlan plan =
+            cluster_plan(s.dtype, partition_size, s.B, s.Hkv, s.max_ctx(), info.sms, info.smem_per_block_optin);
+        if (plan.parts > plan.cap)
+            return pa::strf("split_k_cluster: partitions of %d tokens make %d of them, more than the %d CTAs a cluster "
+                            "holds here", plan.partition_size, plan.parts, plan.cap);
+        return std::string();
+    };
+    v.launch = [partition_size, gate](const pa::PagedDecodeArgs& a, cudaStream_t st) {
+        launch_cluster(partition_size, a, *gate, st);
+    };
+    v.geometry = [partition_size](const pa::DecodeShape& s, const pa::DeviceInfo& info) {
+        const ClusterPlan plan =
+            cluster_plan(s.dtype, partition_size, s.B, s.Hkv, s.max_ctx(), info.sms, info.smem_per_block_optin);
+        const long long ctas = static_cast<long long>(s.B) * s.Hkv * plan.parts;
+        return geometry_of([&](auto f) { with_cluster_kernel(s.dtype, plan.ctas_per_sm, f); }, ctas, plan.parts);
+    };
+    return v;
+}
+
 std::vector<pa::DecodeVariant> variants(const Gate& gate) {
-    return {step_variant(Step::dense, gate), step_variant(Step::zero_skip, gate), step_variant(Step::compact_atomic, gate),
-            step_variant(Step::compact_ordered, gate), split_k_variant(0, gate)};
+    return {step_variant(Step::dense, gate),          step_variant(Step::zero_skip, gate),
+            step_variant(Step::compact_atomic, gate), step_variant(Step::compact_ordered, gate),
+            split_k_variant(0, gate),                 split_k_cluster_variant(0, gate)};
 }
 
 pa::DecodeVariant variant(const std::string& name, const Gate& gate) {

@@ -17,13 +17,21 @@ using Gate = std::shared_ptr<pa::reference::GateParams>;
 Gate make_gate(double sigma, double gamma = 1.0);  // validated (pa::reference::validate_gate)
 
 // The steps, in ladder order: dense, zero_skip, compact_atomic, compact_ordered,
-// split_k_compact (partitions from split_partition_size).
+// split_k_compact (partitions from split_partition_size), split_k_cluster (sm_90 only: the
+// same partitions, at most 8, merged in a thread-block cluster).
 std::vector<pa::DecodeVariant> variants(const Gate& gate);
 // One of them by name; throws std::invalid_argument for another name.
 pa::DecodeVariant variant(const std::string& name, const Gate& gate);
 // split_k_compact with a fixed partition size (a positive multiple of 128 tokens), for the
 // tests: named split_k_compact_<P>.
 pa::DecodeVariant split_k_variant(int partition_size, const Gate& gate);
+// split_k_cluster likewise (split_k_cluster_<P>); refused where that makes more partitions
+// than a cluster holds (16, or 8 where 16 CTAs do not fit a GPC).
+pa::DecodeVariant split_k_cluster_variant(int partition_size, const Gate& gate);
+
+// The partitions a step splits a shape into on a GPU with `sms` SMs (1 for the single-pass
+// steps).
+int partitions_for(const std::string& variant_name, const pa::DecodeShape& s, int sms);
 
 // Sequences per CTA of the single-pass steps on a GPU with `sms` SMs (1 or 2; sparsity.h:
 // seqs_per_cta, with this build's page array).

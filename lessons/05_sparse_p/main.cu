@@ -1,8 +1,9 @@
-// lesson05_sparse_p: checks the five steps of the gated decode (dense, zero_skip,
-// compact_atomic, compact_ordered, split_k_compact) against the CPU reference at sigma 0,
-// 1.5 and 2.9, then measures them on Table C with the byte model beside every row: the
-// share of zero weights per query head and per KV row, the bytes a decode that skips the
-// unused V rows needs, and the speedup those bytes allow over the dense kernel.
+// lesson05_sparse_p: checks the six steps of the gated decode (dense, zero_skip,
+// compact_atomic, compact_ordered, split_k_compact, split_k_cluster; the last on sm_90 only)
+// against the CPU reference at sigma 0, 1.5 and 2.9, then measures them on Table C with the
+// byte model beside every row: the share of zero weights per query head and per KV row, the
+// bytes a decode that skips the unused V rows needs, and the speedup those bytes allow over
+// the dense kernel.
 //
 //   lesson05_sparse_p                         check, then Table C at the three sigmas
 //   lesson05_sparse_p --check                 check only (what the sanitizer tests run)
@@ -26,7 +27,6 @@ namespace {
 
 const char* kProgram = "lesson05_sparse_p";
 const std::vector<double> kSigmas = {0.0, 1.5, 2.9};
-const std::vector<std::string> kSteps = {"dense", "zero_skip", "compact_atomic", "compact_ordered", "split_k_compact"};
 
 // The gate every variant reads at launch; each pass of the run sets it.
 const lesson05::Gate g_gate = lesson05::make_gate(0.0);
@@ -150,7 +150,8 @@ void summarize(const std::vector<pa::ResultRow>& rows, const std::vector<pa::Dec
                 "%% lim = x / limit.\n");
     pa::TextTable t({"shape", "sigma", "zeros/head", "zeros/row", "MiB", "needed", "limit", "read", "read needed", "gather",
                      "gather needed", "dense", "% BW",
-                     "zero_skip", "atomic", "ordered", "split_k", "x ordered", "% lim", "x atomic", "x split"});
+                     "zero_skip", "atomic", "ordered", "split_k", "cluster", "x ordered", "% lim", "x atomic", "x split",
+                     "x cluster"});
     for (const auto& s : shapes)
         for (const auto& sg : sigmas) {
             const pa::ResultRow* d = find(s.name, sg, "dense");
@@ -175,9 +176,10 @@ void summarize(const std::vector<pa::ResultRow>& rows, const std::vector<pa::Dec
                        pa::strf("%.2f", limit), d->get_extra("plain_read_us"), d->get_extra("needed_read_us"),
                        d->get_extra("dense_gather_us"), d->get_extra("needed_gather_us"), us("dense"), pa::strf("%.1f", *d->pct_read_bw),
                        us("zero_skip"),
-                       us("compact_atomic"), us("compact_ordered"), us("split_k_compact"), speedup("compact_ordered"),
+                       us("compact_atomic"), us("compact_ordered"), us("split_k_compact"), us("split_k_cluster"),
+                       speedup("compact_ordered"),
                        o && limit > 0 ? pa::strf("%.0f", 100 * d->us_median / o->us_median / limit) : std::string("-"),
-                       speedup("compact_atomic"), speedup("split_k_compact")});
+                       speedup("compact_atomic"), speedup("split_k_compact"), speedup("split_k_cluster")});
         }
     t.print();
     std::printf("(%s; %% BW: the dense kernel's cold GB/s over the measured read bandwidth)\n", info.name.c_str());
@@ -190,9 +192,10 @@ int main(int argc, char** argv) {
     pa::DecodeLessonSpec spec;
     spec.program = kProgram;
     spec.lesson = "05";
-    spec.title = "Lesson 05: sparse P compaction in the gated decode (dense, zero-skip, compaction, ordered, split-k)";
+    spec.title =
+        "Lesson 05: sparse P compaction in the gated decode (dense, zero-skip, compaction, ordered, split-k, cluster merge)";
     spec.extra_usage =
-        "Variants: dense, zero_skip, compact_atomic, compact_ordered, split_k_compact.\n"
+        "Variants: dense, zero_skip, compact_atomic, compact_ordered, split_k_compact, split_k_cluster (sm_90).\n"
         "Table C shapes (besides the catalogue): h8kv4-B{1,32,64,128}-ctx{256,512,1k,2k}.\n"
         "Only D 128 and groups up to 8 run here; other shapes are refused by name.\n";
     spec.variants = lesson05::variants(g_gate);
@@ -231,8 +234,7 @@ int main(int argc, char** argv) {
             row.set_extra("dense_gather_us", pa::strf("%.2f", gather.dense_us));
             row.set_extra("needed_gather_us", pa::strf("%.2f", gather.needed_us));
         }
-        const int P = lesson05::split_partition_size(s.B, s.Hkv, s.max_ctx(), pa::current_device_info().sms);
-        row.set_extra("partitions", std::to_string(row.variant == "split_k_compact" ? (s.max_ctx() + P - 1) / P : 1));
+        row.set_extra("partitions", std::to_string(lesson05::partitions_for(row.variant, s, pa::current_device_info().sms)));
     };
     spec.summarize = summarize;
     return pa::run_decode_lesson(argc, argv, spec);
