@@ -101,6 +101,27 @@ int partition_size_for(int fixed, int B, int Hkv, int max_ctx, int sms) {
     return fixed > 0 ? fixed : split_partition_size(B, Hkv, max_ctx, sms);
 }
 
+// A launch of `grid` (kThreads a CTA, `smem` bytes of dynamic shared memory) whose CTAs
+// form clusters of `cluster_z` along z (1: no cluster). Not copyable: cfg points at `cluster`.
+struct ClusterLaunch {
+    cudaLaunchConfig_t cfg = {};
+    cudaLaunchAttribute cluster = {};
+    ClusterLaunch(dim3 grid, int smem, cudaStream_t stream, int cluster_z) {
+        cfg.gridDim = grid;
+        cfg.blockDim = dim3(kThreads);
+        cfg.dynamicSmemBytes = smem;
+        cfg.stream = stream;
+        cluster.id = cudaLaunchAttributeClusterDimension;
+        cluster.val.clusterDim.x = 1;
+        cluster.val.clusterDim.y = 1;
+        cluster.val.clusterDim.z = cluster_z;
+        cfg.attrs = &cluster;
+        cfg.numAttrs = cluster_z > 1 ? 1 : 0;
+    }
+    ClusterLaunch(const ClusterLaunch&) = delete;
+    ClusterLaunch& operator=(const ClusterLaunch&) = delete;
+};
+
 // Step 6's partitions of a (sequence, KV head) are one cluster. The portable cluster size is
 // 8 CTAs; sm_90 runs 16 as well (a non-portable size, which the kernel must allow) where
 // 16 CTAs of the layout fit one GPC. Whether they do is the driver's answer
@@ -116,19 +137,9 @@ bool cluster_of_16_fits(const void* kernel, int smem) {
     if (it != fits.end()) return it->second;
     pa::opt_in_max_dynamic_smem(kernel);
     CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeNonPortableClusterSizeAllowed, 1));
-    cudaLaunchConfig_t cfg = {};
-    cfg.gridDim = dim3(1, 1, 16);
-    cfg.blockDim = dim3(kThreads);
-    cfg.dynamicSmemBytes = smem;
-    cudaLaunchAttribute cluster = {};
-    cluster.id = cudaLaunchAttributeClusterDimension;
-    cluster.val.clusterDim.x = 1;
-    cluster.val.clusterDim.y = 1;
-    cluster.val.clusterDim.z = 16;
-    cfg.attrs = &cluster;
-    cfg.numAttrs = 1;
+    const ClusterLaunch one(dim3(1, 1, 16), smem, nullptr, 16);
     int clusters = 0;
-    CUDA_CHECK(cudaOccupancyMaxActiveClusters(&clusters, kernel, &cfg));
+    CUDA_CHECK(cudaOccupancyMaxActiveClusters(&clusters, kernel, &one.cfg));
     return fits[key] = clusters >= 1;
 }
 
@@ -205,19 +216,9 @@ void launch_cluster(int fixed, const pa::PagedDecodeArgs& a, const pa::reference
     const bool built = with_cluster_kernel(a.dtype, plan.ctas_per_sm, [&](auto kernel, int smem) {
         using T = typename pa::KernelScalar<decltype(kernel)>::type;
         pa::opt_in_max_dynamic_smem(reinterpret_cast<const void*>(kernel));
-        cudaLaunchConfig_t cfg = {};
-        cfg.gridDim = dim3(a.Hkv, a.B, plan.parts);
-        cfg.blockDim = dim3(kThreads);
-        cfg.dynamicSmemBytes = smem;
-        cfg.stream = stream;
-        cudaLaunchAttribute cluster = {};
-        cluster.id = cudaLaunchAttributeClusterDimension;  // the partitions of one (sequence, KV head)
-        cluster.val.clusterDim.x = 1;
-        cluster.val.clusterDim.y = 1;
-        cluster.val.clusterDim.z = plan.parts;
-        cfg.attrs = &cluster;
-        cfg.numAttrs = plan.parts > 1 ? 1 : 0;  // one partition merges nothing: no cluster
-        CUDA_CHECK(cudaLaunchKernelEx(&cfg, kernel, static_cast<T*>(a.out), static_cast<const T*>(a.q),
+        // a cluster: the partitions of one (sequence, KV head); one partition merges nothing
+        const ClusterLaunch launch(dim3(a.Hkv, a.B, plan.parts), smem, stream, plan.parts);
+        CUDA_CHECK(cudaLaunchKernelEx(&launch.cfg, kernel, static_cast<T*>(a.out), static_cast<const T*>(a.q),
                                       static_cast<const T*>(a.k_cache), static_cast<const T*>(a.v_cache), a.block_table,
                                       a.context_lens, a.H, a.Hkv, a.H / a.Hkv, a.block_size, a.max_blocks_per_seq, a.scale,
                                       gate_args(g), plan.partition_size));
