@@ -726,7 +726,8 @@ def t_lesson04_plans(ctx):
 
 LESSON05_STEPS = ("dense", "zero_skip", "compact_atomic", "compact_ordered", "split_k_compact", "split_k_cluster")
 LESSON05_SIGMAS = ("0", "1.5", "2.9")
-LESSON05_COMPACTION = ("compact_atomic", "compact_ordered", "split_k_compact", "split_k_cluster")  # the steps that compact
+# the steps that compact
+LESSON05_COMPACTION = ("compact_atomic", "compact_ordered", "split_k_compact", "split_k_cluster")
 LESSON05_HOPPER = ("split_k_cluster",)  # runs on sm_90 only: a CSV of another GPU has no such rows
 LESSON05_GRID = [f"h8kv4-B{b}-ctx{t}" for b in (1, 32, 64, 128) for t in ("256", "512", "1k", "2k")]
 # The H200 post's gains for the same ideas, on its kernels and shapes (section 1.3 and 7.4). Its

@@ -18,7 +18,8 @@ Gate make_gate(double sigma, double gamma = 1.0);  // validated (pa::reference::
 
 // The steps, in ladder order: dense, zero_skip, compact_atomic, compact_ordered,
 // split_k_compact (partitions from split_partition_size), split_k_cluster (sm_90 only: the
-// same partitions, at most 8, merged in a thread-block cluster).
+// same partitions, at most 16, or 8 where 16 CTAs do not fit a GPC, merged in a
+// thread-block cluster).
 std::vector<pa::DecodeVariant> variants(const Gate& gate);
 // One of them by name; throws std::invalid_argument for another name.
 pa::DecodeVariant variant(const std::string& name, const Gate& gate);
