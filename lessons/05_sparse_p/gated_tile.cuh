@@ -102,12 +102,13 @@ constexpr int kSmemLimitTwoPerSm = 228 * 1024 / 2 - 1024 - 256;
 // CTAS_PER_SM 1: a 6-slot ring, K tiles 3 ahead; 2: a 3-slot ring, K tiles 2 ahead. The
 // page array takes what the layout's shared memory has left: 976 ids at two CTAs per SM
 // (15616 tokens in pages of 16), 2048 at one.
-// K tiles ahead at two CTAs per SM (-DLESSON05_TWO_PER_SM_AHEAD=1: one, to compare; the
+// K tiles ahead at two CTAs per SM (-DLESSON05_TWO_PER_SM_AHEAD=1 or 3 to compare; the
 // README's "How far K runs ahead").
 #ifndef LESSON05_TWO_PER_SM_AHEAD
 #define LESSON05_TWO_PER_SM_AHEAD 2
 #endif
-static_assert(LESSON05_TWO_PER_SM_AHEAD == 1 || LESSON05_TWO_PER_SM_AHEAD == 2, "the 3-slot ring holds at most 2 K tiles ahead");
+static_assert(LESSON05_TWO_PER_SM_AHEAD >= 1 && LESSON05_TWO_PER_SM_AHEAD <= 3,
+              "1 to 3 K tiles ahead: with more, the weights of kAhead + 1 tiles no longer fit the two-per-SM layout");
 
 template <int CTAS_PER_SM>
 struct Layout {
