@@ -81,6 +81,34 @@ std::string sm90_code_why_not(const void* kernel, const DeviceInfo& info, const 
     return "";
 }
 
+int max_cluster_ctas(const void* kernel, int threads, int smem) {
+    static std::mutex mu;
+    static std::map<std::pair<int, const void*>, int> known;
+    const std::pair<int, const void*> key{current_device(), kernel};
+    if (cached_attribute(cudaDevAttrComputeCapabilityMajor) < 9) return 0;
+    opt_in_max_dynamic_smem(kernel);
+    std::lock_guard<std::mutex> lock(mu);
+    auto it = known.find(key);
+    if (it == known.end()) {
+        CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeNonPortableClusterSizeAllowed, 1));
+        cudaLaunchConfig_t cfg = {};
+        cfg.gridDim = dim3(16);
+        cfg.blockDim = dim3(threads);
+        cfg.dynamicSmemBytes = smem;
+        cudaLaunchAttribute cluster = {};
+        cluster.id = cudaLaunchAttributeClusterDimension;
+        cluster.val.clusterDim.x = 16;
+        cluster.val.clusterDim.y = 1;
+        cluster.val.clusterDim.z = 1;
+        cfg.attrs = &cluster;
+        cfg.numAttrs = 1;
+        int clusters = 0;
+        CUDA_CHECK(cudaOccupancyMaxActiveClusters(&clusters, kernel, &cfg));
+        it = known.emplace(key, clusters >= 1 ? 16 : 8).first;
+    }
+    return it->second;
+}
+
 void opt_in_max_dynamic_smem(const void* kernel) {
     static std::mutex mu;
     static std::set<std::pair<int, const void*>> done;  // the attribute is set per device

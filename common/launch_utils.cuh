@@ -33,6 +33,12 @@ int ptx_version(const void* kernel);
 std::string sm90_code_why_not(const void* kernel, const DeviceInfo& info, const std::string& what,
                               const std::string& instead);
 
+// The most CTAs a thread-block cluster of `kernel` (`threads` threads and `smem` bytes of
+// dynamic shared memory a CTA) may hold on the current device: 16 where one cluster of 16 fits
+// a GPC (the kernel is first allowed that non-portable size), else the portable 8; 0 below
+// sm_90, which has no clusters. Asked of the driver once per (device, kernel), then looked up.
+int max_cluster_ctas(const void* kernel, int threads, int smem);
+
 // Launches kernel<<<grid, block, 0, stream>>>(args...), as a programmatic dependent of the
 // kernel before it on the stream when `dependent` is set and the kernel's code was built for
 // sm_90 (ptx_version >= 90): the GPU may then start it before that kernel has finished, and

@@ -2,10 +2,7 @@
 // with_cluster_kernel), split-k's scratch, step 6's cluster plan, and the variants.
 #include "lesson05.h"
 
-#include <map>
-#include <mutex>
 #include <stdexcept>
-#include <utility>
 
 #include "cuda_check.cuh"
 #include "device_buffer.cuh"
@@ -101,52 +98,11 @@ int partition_size_for(int fixed, int B, int Hkv, int max_ctx, int sms) {
     return fixed > 0 ? fixed : split_partition_size(B, Hkv, max_ctx, sms);
 }
 
-// A launch of `grid` (kThreads a CTA, `smem` bytes of dynamic shared memory) whose CTAs
-// form clusters of `cluster_z` along z (1: no cluster). Not copyable: cfg points at `cluster`.
-struct ClusterLaunch {
-    cudaLaunchConfig_t cfg = {};
-    cudaLaunchAttribute cluster = {};
-    ClusterLaunch(dim3 grid, int smem, cudaStream_t stream, int cluster_z) {
-        cfg.gridDim = grid;
-        cfg.blockDim = dim3(kThreads);
-        cfg.dynamicSmemBytes = smem;
-        cfg.stream = stream;
-        cluster.id = cudaLaunchAttributeClusterDimension;
-        cluster.val.clusterDim.x = 1;
-        cluster.val.clusterDim.y = 1;
-        cluster.val.clusterDim.z = cluster_z;
-        cfg.attrs = &cluster;
-        cfg.numAttrs = cluster_z > 1 ? 1 : 0;
-    }
-    ClusterLaunch(const ClusterLaunch&) = delete;
-    ClusterLaunch& operator=(const ClusterLaunch&) = delete;
-};
-
-// Step 6's partitions of a (sequence, KV head) are one cluster. The portable cluster size is
-// 8 CTAs; sm_90 runs 16 as well (a non-portable size, which the kernel must allow) where
-// 16 CTAs of the layout fit one GPC. Whether they do is the driver's answer
-// (cudaOccupancyMaxActiveClusters), asked once per (device, kernel).
-bool cluster_of_16_fits(const void* kernel, int smem) {
-    static std::mutex mu;
-    static std::map<std::pair<int, const void*>, bool> fits;
-    int device = 0;
-    CUDA_CHECK(cudaGetDevice(&device));
-    const std::pair<int, const void*> key{device, kernel};
-    std::lock_guard<std::mutex> lock(mu);
-    auto it = fits.find(key);
-    if (it != fits.end()) return it->second;
-    pa::opt_in_max_dynamic_smem(kernel);
-    CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeNonPortableClusterSizeAllowed, 1));
-    const ClusterLaunch one(dim3(1, 1, 16), smem, nullptr, 16);
-    int clusters = 0;
-    CUDA_CHECK(cudaOccupancyMaxActiveClusters(&clusters, kernel, &one.cfg));
-    return fits[key] = clusters >= 1;
-}
-
 // Step 6's plan for a batch: `fixed` tokens per partition, or (0) split_partition_size's,
-// lengthened by whole tiles until there are at most 16 partitions (8 where 16 CTAs of the
-// layout do not fit a GPC). `cap` is that most, `parts` what the plan has: a fixed size
-// may ask for more than `cap`, which the variant refuses.
+// lengthened by whole tiles until the partitions of a (sequence, KV head) fit one cluster:
+// at most 16, or 8 where 16 CTAs of the layout do not fit a GPC (pa::max_cluster_ctas).
+// `cap` is that most, `parts` what the plan has: a fixed size may ask for more than `cap`,
+// which the variant refuses.
 struct ClusterPlan {
     int partition_size, parts, ctas_per_sm, cap;
 };
@@ -161,11 +117,11 @@ ClusterPlan cluster_plan(pa::DType t, int fixed, int B, int Hkv, int max_ctx, in
         plan.parts = partitions_of(max_ctx, plan.partition_size);
         plan.ctas_per_sm = ctas_per_sm_for(static_cast<long long>(B) * Hkv * plan.parts, sms, smem_optin);
         if (plan.parts <= 8) return plan;
-        bool fits = false;
+        int most = 0;
         with_cluster_kernel(t, plan.ctas_per_sm, [&](auto kernel, int smem) {
-            fits = cluster_of_16_fits(reinterpret_cast<const void*>(kernel), smem);
+            most = pa::max_cluster_ctas(reinterpret_cast<const void*>(kernel), kThreads, smem);
         });
-        if (fits) return plan;
+        if (plan.parts <= most) return plan;
     }
     return plan;
 }
@@ -216,9 +172,19 @@ void launch_cluster(int fixed, const pa::PagedDecodeArgs& a, const pa::reference
     const bool built = with_cluster_kernel(a.dtype, plan.ctas_per_sm, [&](auto kernel, int smem) {
         using T = typename pa::KernelScalar<decltype(kernel)>::type;
         pa::opt_in_max_dynamic_smem(reinterpret_cast<const void*>(kernel));
-        // a cluster: the partitions of one (sequence, KV head); one partition merges nothing
-        const ClusterLaunch launch(dim3(a.Hkv, a.B, plan.parts), smem, stream, plan.parts);
-        CUDA_CHECK(cudaLaunchKernelEx(&launch.cfg, kernel, static_cast<T*>(a.out), static_cast<const T*>(a.q),
+        cudaLaunchConfig_t cfg = {};
+        cfg.gridDim = dim3(a.Hkv, a.B, plan.parts);
+        cfg.blockDim = dim3(kThreads);
+        cfg.dynamicSmemBytes = smem;
+        cfg.stream = stream;
+        cudaLaunchAttribute cluster = {};  // the partitions of one (sequence, KV head)
+        cluster.id = cudaLaunchAttributeClusterDimension;
+        cluster.val.clusterDim.x = 1;
+        cluster.val.clusterDim.y = 1;
+        cluster.val.clusterDim.z = plan.parts;
+        cfg.attrs = &cluster;
+        cfg.numAttrs = plan.parts > 1 ? 1 : 0;  // one partition merges nothing: no cluster
+        CUDA_CHECK(cudaLaunchKernelEx(&cfg, kernel, static_cast<T*>(a.out), static_cast<const T*>(a.q),
                                       static_cast<const T*>(a.k_cache), static_cast<const T*>(a.v_cache), a.block_table,
                                       a.context_lens, a.H, a.Hkv, a.H / a.Hkv, a.block_size, a.max_blocks_per_seq, a.scale,
                                       gate_args(g), plan.partition_size));
