@@ -86,6 +86,31 @@ __device__ __forceinline__ void bulk_copy_to_shared(void* smem_dst, const void* 
 #endif
 }
 
+// The same copy with an L2 cache policy (l2_evict_first_policy) attached to its reads.
+__device__ __forceinline__ void bulk_copy_to_shared(void* smem_dst, const void* gmem_src, uint32_t bytes, uint64_t* bar,
+                                                    uint64_t l2_policy) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    asm volatile(
+        "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes.L2::cache_hint [%0], [%1], %2, [%3], %4;" ::"r"(
+            smem_address(smem_dst)),
+        "l"(gmem_src), "r"(bytes), "r"(smem_address(bar)), "l"(l2_policy)
+        : "memory");
+#else
+    __trap();
+#endif
+}
+
+// An L2 cache policy (sm_80+) for bytes a kernel reads once: the lines they fill are the
+// first L2 evicts, so they do not push out lines that are read again. Pass it to a copy
+// with a cache hint (.L2::cache_hint).
+__device__ __forceinline__ uint64_t l2_evict_first_policy() {
+    uint64_t policy = 0;
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+    asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;" : "=l"(policy));
+#endif
+    return policy;
+}
+
 // Orders this thread's ordinary shared-memory writes before later bulk copies into the same
 // bytes: the copy engine is another proxy, and barriers order threads, not proxies.
 __device__ __forceinline__ void fence_proxy_async_shared() {

@@ -43,7 +43,8 @@
 //    and counts its bytes on the slot's barrier with arrive.expect_tx); at one CTA per SM,
 //    and on sm_80-89, the 16 pieces of a row are 16 cp.async of 16 bytes by 16 threads,
 //    announced with cp.async.mbarrier.arrive.noinc. Rows that must read as zeros are
-//    written as zeros, without a read (README: "Staging the copies").
+//    written as zeros, without a read. Every copy tells L2 that its lines are read once
+//    (evict first; kL2Hints) (README: "Staging the copies").
 //  * A CTA may serve one KV head of two consecutive sequences as one run of tiles
 //    (CtaSeqs, RunProducer; README: "Two sequences per CTA"), so that a grid of more than
 //    one wave pays half the CTA starts.
@@ -163,14 +164,40 @@ struct GateArgs {
     float sigma = 0.f;  // 0 <= sigma < 3: the larger, the more weights are exactly 0
 };
 
+// Two L2 hints on every copy of K and V (README: "Staging the copies"; build with
+// -DLESSON05_NO_L2_HINTS to compare):
+//  * evict first (pa::l2_evict_first_policy): a launch reads each K and V row once, so the
+//    lines it fills are the first L2 may evict;
+//  * cp.async only: fetch 256 bytes into L2 on a miss (.L2::256B), a whole row, whose 16
+//    pieces 16 threads ask for one after another.
+#ifdef LESSON05_NO_L2_HINTS
+constexpr bool kL2Hints = false;
+#else
+constexpr bool kL2Hints = true;
+#endif
+
 // ---------------------------------------------------------------------------------------
 // PTX the copies need beyond common/: a 16-byte cp.async whose source size may be 0 (then
 // it reads nothing and writes 16 zero bytes), and the asynchronous arrive on an mbarrier.
 
-__device__ __forceinline__ void cp_async16_or_zero(void* smem_dst, const void* gmem_src, bool copy) {
+__device__ __forceinline__ void cp_async16_or_zero(void* smem_dst, const void* gmem_src, bool copy, uint64_t l2_policy) {
     const unsigned dst = pa::smem_address(smem_dst);
     const unsigned src_bytes = copy ? 16u : 0u;
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(dst), "l"(gmem_src), "r"(src_bytes) : "memory");
+    if constexpr (kL2Hints)
+        asm volatile("cp.async.cg.shared.global.L2::cache_hint.L2::256B [%0], [%1], 16, %2, %3;" ::"r"(dst),
+                     "l"(gmem_src), "r"(src_bytes), "l"(l2_policy)
+                     : "memory");
+    else
+        asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(dst), "l"(gmem_src), "r"(src_bytes) : "memory");
+}
+
+// One bulk row copy (sm_90), evict first where kL2Hints.
+__device__ __forceinline__ void bulk_row_copy(void* smem_dst, const void* gmem_src, uint32_t bytes, uint64_t* bar,
+                                              uint64_t l2_policy) {
+    if constexpr (kL2Hints)
+        pa::bulk_copy_to_shared(smem_dst, gmem_src, bytes, bar, l2_policy);
+    else
+        pa::bulk_copy_to_shared(smem_dst, gmem_src, bytes, bar);
 }
 
 // Counts as one arrival on `bar` once every cp.async this thread has issued so far has
@@ -277,10 +304,11 @@ struct Producer {
     int block_shift, block_mask;
     int tid, row0, piece;     // this thread; cp.async: its first row and its piece of a row
     int t_begin, t_end;       // the tokens of this CTA: [t_begin, t_end)
+    uint64_t l2_policy;       // evict first: K and V are read once (kL2Hints)
 
     __device__ Producer(int producer_tid, const scalar_t* k, const scalar_t* v, const int* seq_pages, int pages_per_seq,
                         int Hkv, int kv_head, int block_size, int first_token, int end_token)
-        : k_cache(k), v_cache(v), tid(producer_tid) {
+        : k_cache(k), v_cache(v), tid(producer_tid), l2_policy(pa::l2_evict_first_policy()) {
         row0 = tid / kPieces;
         piece = tid % kPieces;
         block_shift = __ffs(block_size) - 1;  // page sizes are powers of two that divide kTile
@@ -356,7 +384,7 @@ struct Producer {
             const int t = tile_start + r;
             if (t < t_end) {
                 pa::mbarrier_arrive_expect_tx(full, kRowBytes);
-                pa::bulk_copy_to_shared(buf + r * kRow, row_of(k_cache, t), kRowBytes, full);
+                bulk_row_copy(buf + r * kRow, row_of(k_cache, t), kRowBytes, full, l2_policy);
             } else {
                 zero_row_and_arrive(buf + r * kRow, full);
             }
@@ -366,7 +394,7 @@ struct Producer {
             for (int k = 0; k < kRowsPerThread; ++k) {
                 const int t = tile_start + row0 + k * kRowsPerPass;
                 const bool real = t < t_end;
-                cp_async16_or_zero(buf + k * kRowsPerPass * kRow, real ? row_of(k_cache, t) + piece * 8 : k_cache, real);
+                cp_async16_or_zero(buf + k * kRowsPerPass * kRow, real ? row_of(k_cache, t) + piece * 8 : k_cache, real, l2_policy);
             }
             cp_async_arrive_noinc(full);
         }
@@ -398,7 +426,7 @@ struct Producer {
             const int tok = j < num_rows ? token_of(j) : -1;
             if (tok >= 0) {
                 pa::mbarrier_arrive_expect_tx(full, kRowBytes);
-                pa::bulk_copy_to_shared(buf + j * kRow, row_of(v_cache, tile_start + tok), kRowBytes, full);
+                bulk_row_copy(buf + j * kRow, row_of(v_cache, tile_start + tok), kRowBytes, full, l2_policy);
             } else if (j < num_rows) {
                 zero_row_and_arrive(buf + j * kRow, full);
             } else {
@@ -413,7 +441,7 @@ struct Producer {
                 if (j >= num_rows) break;  // rows are visited in increasing order
                 const int tok = token_of(j);
                 const int t = tile_start + (tok >= 0 ? tok : min(j, n - 1));
-                cp_async16_or_zero(buf + k * kRowsPerPass * kRow, row_of(v_cache, t) + piece * 8, tok >= 0);
+                cp_async16_or_zero(buf + k * kRowsPerPass * kRow, row_of(v_cache, t) + piece * 8, tok >= 0, l2_policy);
             }
             cp_async_arrive_noinc(full);
         }
