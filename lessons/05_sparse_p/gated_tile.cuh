@@ -44,7 +44,7 @@
 //    and on sm_80-89, the 16 pieces of a row are 16 cp.async of 16 bytes by 16 threads,
 //    announced with cp.async.mbarrier.arrive.noinc. Rows that must read as zeros are
 //    written as zeros, without a read. Every copy tells L2 that its lines are read once
-//    (evict first; kL2Hints) (README: "Staging the copies").
+//    (evict first, kL2Hints; README: "Staging the copies").
 //  * A CTA may serve one KV head of two consecutive sequences as one run of tiles
 //    (CtaSeqs, RunProducer; README: "Two sequences per CTA"), so that a grid of more than
 //    one wave pays half the CTA starts.
@@ -394,7 +394,8 @@ struct Producer {
             for (int k = 0; k < kRowsPerThread; ++k) {
                 const int t = tile_start + row0 + k * kRowsPerPass;
                 const bool real = t < t_end;
-                cp_async16_or_zero(buf + k * kRowsPerPass * kRow, real ? row_of(k_cache, t) + piece * 8 : k_cache, real, l2_policy);
+                cp_async16_or_zero(buf + k * kRowsPerPass * kRow, real ? row_of(k_cache, t) + piece * 8 : k_cache, real,
+                                   l2_policy);
             }
             cp_async_arrive_noinc(full);
         }
