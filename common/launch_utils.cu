@@ -86,10 +86,10 @@ int max_cluster_ctas(const void* kernel, int threads, int smem) {
     static std::map<std::pair<int, const void*>, int> known;
     const std::pair<int, const void*> key{current_device(), kernel};
     if (cached_attribute(cudaDevAttrComputeCapabilityMajor) < 9) return 0;
-    opt_in_max_dynamic_smem(kernel);
     std::lock_guard<std::mutex> lock(mu);
     auto it = known.find(key);
-    if (it == known.end()) {
+    if (it == known.end()) {  // once per (device, kernel): the query needs the kernel's smem opt-in
+        opt_in_max_dynamic_smem(kernel);
         CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeNonPortableClusterSizeAllowed, 1));
         cudaLaunchConfig_t cfg = {};
         cfg.gridDim = dim3(16);

@@ -304,11 +304,11 @@ struct Producer {
     int block_shift, block_mask;
     int tid, row0, piece;     // this thread; cp.async: its first row and its piece of a row
     int t_begin, t_end;       // the tokens of this CTA: [t_begin, t_end)
-    uint64_t l2_policy;       // evict first: K and V are read once (kL2Hints)
+    uint64_t l2_policy;       // evict first: K and V are read once (made only where kL2Hints)
 
     __device__ Producer(int producer_tid, const scalar_t* k, const scalar_t* v, const int* seq_pages, int pages_per_seq,
                         int Hkv, int kv_head, int block_size, int first_token, int end_token)
-        : k_cache(k), v_cache(v), tid(producer_tid), l2_policy(pa::l2_evict_first_policy()) {
+        : k_cache(k), v_cache(v), tid(producer_tid), l2_policy(kL2Hints ? pa::l2_evict_first_policy() : 0) {
         row0 = tid / kPieces;
         piece = tid % kPieces;
         block_shift = __ffs(block_size) - 1;  // page sizes are powers of two that divide kTile
