@@ -12,6 +12,7 @@
 
 #include "cuda_check.cuh"
 #include "flags.h"
+#include "smem_cap.h"
 #include "table.h"
 
 namespace pa {
@@ -23,9 +24,9 @@ std::string DeviceInfo::cuda_version_string() const {
 }
 
 std::string DeviceInfo::summary() const {
-    return strf("%s (sm_%d%d), %d SMs, L2 %.0f MiB, smem %d KiB/CTA %d KiB/SM, CUDA %s", name.c_str(), cc_major,
+    return strf("%s (sm_%d%d), %d SMs, L2 %.0f MiB, smem %d KiB/CTA %d KiB/SM, CUDA %s%s", name.c_str(), cc_major,
                 cc_minor, sms, l2_bytes / 1048576.0, smem_per_block_optin / 1024, smem_per_sm / 1024,
-                cuda_version_string().c_str());
+                cuda_version_string().c_str(), smem_cap_note().c_str());
 }
 
 bool gpu_available(std::string* why) {
@@ -69,8 +70,10 @@ static DeviceInfo query_device() {
     info.sms = prop.multiProcessorCount;
     info.l2_bytes = prop.l2CacheSize;
     info.global_mem_bytes = static_cast<long long>(prop.totalGlobalMem);
-    info.smem_per_block_optin = static_cast<int>(prop.sharedMemPerBlockOptin);
-    info.smem_per_sm = static_cast<int>(prop.sharedMemPerMultiprocessor);
+    // PA_SMEM_CAP_KIB (smem_cap.h) lowers both, so that every rule reading them chooses as a
+    // GPU with less shared memory would.
+    info.smem_per_block_optin = capped_smem_per_cta(static_cast<int>(prop.sharedMemPerBlockOptin));
+    info.smem_per_sm = capped_smem_per_sm(static_cast<int>(prop.sharedMemPerMultiprocessor));
     info.max_threads_per_sm = prop.maxThreadsPerMultiProcessor;
     CUDA_CHECK(cudaRuntimeGetVersion(&info.runtime_version));
     CUDA_CHECK(cudaDriverGetVersion(&info.driver_version));
@@ -93,6 +96,12 @@ DeviceInfo require_gpu(const std::string& program) {
     if (!gpu_available(&why)) {
         std::fprintf(stderr, "%s: no usable CUDA GPU (%s); nothing to run\n", program.c_str(), why.c_str());
         std::exit(kExitNoGpu);
+    }
+    try {
+        smem_cap_bytes();
+    } catch (const FlagError& e) {
+        std::fprintf(stderr, "%s: error: %s\n", program.c_str(), e.what());
+        std::exit(kExitBadInput);
     }
     return current_device_info();
 }

@@ -1,5 +1,6 @@
 #include "launch_utils.cuh"
 
+#include <algorithm>
 #include <map>
 #include <mutex>
 #include <set>
@@ -7,6 +8,7 @@
 
 #include "cuda_check.cuh"
 #include "device_info.cuh"
+#include "smem_cap.h"
 #include "table.h"
 
 namespace pa {
@@ -38,7 +40,8 @@ int cached_attribute(cudaDeviceAttr attr) {
 
 int current_sm_count() { return cached_attribute(cudaDevAttrMultiProcessorCount); }
 
-int current_max_smem_optin() { return cached_attribute(cudaDevAttrMaxSharedMemoryPerBlockOptin); }
+int current_max_smem_optin() { return capped_smem_per_cta(cached_attribute(cudaDevAttrMaxSharedMemoryPerBlockOptin)); }
+
 
 namespace {
 
@@ -68,6 +71,18 @@ int max_dynamic_smem(const void* kernel) {
 }
 
 int ptx_version(const void* kernel) { return kernel_attributes(kernel).ptxVersion; }
+
+int resident_ctas_per_sm(const void* kernel, int threads, int dynamic_smem) {
+    int ctas = 0;
+    CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&ctas, kernel, threads, dynamic_smem));
+    if (smem_cap_bytes() > 0) {  // the driver knows the real SM; a capped one holds fewer
+        const int per_sm = capped_smem_per_sm(cached_attribute(cudaDevAttrMaxSharedMemoryPerMultiprocessor));
+        const int per_cta = dynamic_smem + static_cast<int>(kernel_attributes(kernel).sharedSizeBytes) +
+                            cached_attribute(cudaDevAttrReservedSharedMemoryPerBlock);
+        ctas = std::min(ctas, per_cta > 0 ? per_sm / per_cta : ctas);
+    }
+    return ctas;
+}
 
 std::string sm90_code_why_not(const void* kernel, const DeviceInfo& info, const std::string& what,
                               const std::string& instead) {

@@ -22,6 +22,11 @@ void opt_in_max_dynamic_smem(const void* kernel);
 // once per (device, kernel), then looked up.
 int max_dynamic_smem(const void* kernel);
 
+// CTAs of `kernel` (`threads` threads, `dynamic_smem` bytes of dynamic shared memory) resident
+// on one SM of the current device: the driver's occupancy calculator, lowered to what an SM of
+// PA_SMEM_CAP_KIB (smem_cap.h) would hold. Every launch plan asks this, never the driver.
+int resident_ctas_per_sm(const void* kernel, int threads, int dynamic_smem);
+
 // The virtual architecture `kernel` was compiled from, as the driver loaded it on the current
 // device: 90 for sm_90a code, 80 for an sm_80 build that the driver JIT-compiled on a newer
 // GPU (whose code then has none of the sm_90 instructions). Asked once per (device, kernel).
@@ -63,8 +68,8 @@ void launch_maybe_dependent(void (*kernel)(Params...), dim3 grid, dim3 block, cu
 // from the driver once per device (later calls are a lookup), like the opt-in above.
 int current_sm_count();
 
-// The most dynamic shared memory one CTA may ask for on the current device (opt-in limit),
-// read once per device like the SM count.
+// The most dynamic shared memory one CTA may ask for on the current device (opt-in limit,
+// lowered by PA_SMEM_CAP_KIB), read once per device like the SM count.
 int current_max_smem_optin();
 
 }  // namespace pa

@@ -71,7 +71,7 @@ pa::LaunchGeometry geometry(const pa::DecodeShape& s, const pa::DeviceInfo&) {
     const bool built = with_kernel(s.dtype, s.D, [&](auto kernel) {
         const void* k = reinterpret_cast<const void*>(kernel);
         pa::opt_in_max_dynamic_smem(k);
-        CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&g.ctas_per_sm, k, g.threads, g.smem_bytes));
+        g.ctas_per_sm = pa::resident_ctas_per_sm(reinterpret_cast<const void*>(k), g.threads, g.smem_bytes);
     });
     if (!built) not_built(s.dtype, s.D);
     return g;

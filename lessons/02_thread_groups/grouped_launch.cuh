@@ -64,7 +64,7 @@ pa::LaunchGeometry grouped_geometry(Kernel kernel, int smem, const pa::DecodeSha
     g.ctas = static_cast<long long>(s.Hkv) * s.B;
     g.threads = kMmaThreads;
     g.smem_bytes = smem;
-    CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&g.ctas_per_sm, k, g.threads, g.smem_bytes));
+    g.ctas_per_sm = pa::resident_ctas_per_sm(reinterpret_cast<const void*>(k), g.threads, g.smem_bytes);
     return g;
 }
 

@@ -78,7 +78,7 @@ pa::LaunchGeometry geometry(const pa::DecodeShape& s, int tgs) {
     g.smem_bytes = static_cast<int>(Kernels::smem_bytes(s.D, s.max_ctx()));
     const bool built = with_kernel<Kernels>(s.dtype, s.D, tgs, [&](auto kernel, auto) {
         pa::opt_in_max_dynamic_smem(reinterpret_cast<const void*>(kernel));
-        CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&g.ctas_per_sm, kernel, g.threads, g.smem_bytes));
+        g.ctas_per_sm = pa::resident_ctas_per_sm(reinterpret_cast<const void*>(kernel), g.threads, g.smem_bytes);
     });
     if (!built) throw pa::CudaError(not_built<Kernels>(s.dtype, s.D, tgs));
     return g;

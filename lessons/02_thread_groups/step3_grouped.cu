@@ -111,7 +111,7 @@ pa::LaunchGeometry geometry(Mapping m, const pa::DecodeShape& s, int tgs, const 
         g.ctas = static_cast<long long>(p.grid.x) * p.grid.y;
         g.threads = kThreads;
         g.smem_bytes = static_cast<int>(smem_bytes(s.D, p.heads, p.chunk, token_lanes));
-        CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&g.ctas_per_sm, k, g.threads, g.smem_bytes));
+        g.ctas_per_sm = pa::resident_ctas_per_sm(reinterpret_cast<const void*>(k), g.threads, g.smem_bytes);
     });
     if (!built) not_built(s.dtype, s.D, tgs, p.heads);
     return g;

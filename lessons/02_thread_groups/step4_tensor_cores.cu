@@ -83,7 +83,7 @@ pa::LaunchGeometry geometry(const pa::DecodeShape& s, const pa::DeviceInfo&) {
     const bool built = with_kernel(s.dtype, s.D, heads_per_cta(s.group()), [&](auto kernel, auto, int smem) {
         g.smem_bytes = smem;
         pa::opt_in_max_dynamic_smem(reinterpret_cast<const void*>(kernel));
-        CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&g.ctas_per_sm, kernel, g.threads, g.smem_bytes));
+        g.ctas_per_sm = pa::resident_ctas_per_sm(reinterpret_cast<const void*>(kernel), g.threads, g.smem_bytes);
     });
     if (!built) throw pa::CudaError(not_built(s.dtype, s.D, s.group()));
     return g;

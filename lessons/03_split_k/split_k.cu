@@ -301,7 +301,7 @@ pa::LaunchGeometry geometry(const SplitPlan& p, const pa::DecodeShape& s, const 
         g.ctas = static_cast<long long>(l.grid.x) * l.grid.y * l.grid.z;
         g.threads = kMmaThreads;
         g.smem_bytes = smem;
-        CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&g.ctas_per_sm, k, g.threads, g.smem_bytes));
+        g.ctas_per_sm = pa::resident_ctas_per_sm(reinterpret_cast<const void*>(k), g.threads, g.smem_bytes);
     });
     g.partitions = grid_partitions(p, s.max_ctx());
     return g;

@@ -201,7 +201,7 @@ pa::LaunchGeometry geometry_of(WithKernel&& with, long long ctas, int partitions
         g.ctas = ctas;
         g.threads = kThreads;
         g.smem_bytes = smem;
-        CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&g.ctas_per_sm, k, g.threads, g.smem_bytes));
+        g.ctas_per_sm = pa::resident_ctas_per_sm(reinterpret_cast<const void*>(k), g.threads, g.smem_bytes);
     });
     g.partitions = partitions;
     return g;

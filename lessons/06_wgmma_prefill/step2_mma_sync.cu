@@ -36,7 +36,7 @@ Geometry geometry_mma_sync(const PrefillShape& s) {
     g.smem_bytes = step2::kSmemBytes;
     with_mma_sync_kernel(Policy::softmax, [&](auto kernel) {
         pa::opt_in_max_dynamic_smem(reinterpret_cast<const void*>(kernel));
-        CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&g.ctas_per_sm, kernel, g.threads, g.smem_bytes));
+        g.ctas_per_sm = pa::resident_ctas_per_sm(reinterpret_cast<const void*>(kernel), g.threads, g.smem_bytes);
     });
     return g;
 }

@@ -88,7 +88,7 @@ Geometry geometry_wgmma_ws(const PrefillShape& s) {
     g.smem_bytes = step4::kSmemBytes;
     with_ws_kernel(Policy::softmax, [&](auto kernel) {
         pa::opt_in_max_dynamic_smem(reinterpret_cast<const void*>(kernel));
-        CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&g.ctas_per_sm, kernel, g.threads, g.smem_bytes));
+        g.ctas_per_sm = pa::resident_ctas_per_sm(reinterpret_cast<const void*>(kernel), g.threads, g.smem_bytes);
     });
     return g;
 }
