@@ -520,6 +520,73 @@ def t_lesson02_arch(ctx):
     return "\n\n".join(parts)
 
 
+ARCH_CONFIGS = [  # (build, cap_kib, column heading) of plots/data/<gpu>/arch_matrix.csv
+    ("native", "none", "H100, H200 (sm_90a build)"),
+    ("sm80", "163", "A100 (sm_80 code, 163 KiB)"),
+    ("sm80", "99", "RTX 30xx/40xx, A10, L4 (sm_80 code, 99 KiB)"),
+]
+
+
+@register("arch_matrix")
+def t_arch_matrix(ctx):
+    """README.md: what each lesson's --check runs in the native build, and in an sm_80 build under a
+    shared-memory cap of 163 KiB (an A100) and 99 KiB (sm_86/89) (arch_matrix.csv, written by
+    scripts/arch_matrix.sh): per lesson and configuration, the steps that passed on some shape out
+    of the steps it lists; then the steps refused on every shape, grouped by the reason printed."""
+    gpu = ctx.data.gpus_or_error("arch_matrix.csv")[0]
+    c = ctx.data.get(gpu, "arch_matrix.csv")
+    by = {}
+    for r in c.rows:
+        by.setdefault((r["lesson"], r["build"], r["cap_kib"]), []).append(r)
+    rows, refused = [], {}  # refused: (lesson, reason) -> {variant: [config headings]}
+    for lesson in sorted({r["lesson"] for r in c.rows}):
+        program = next(r["program"] for r in c.rows if r["lesson"] == lesson)
+        cells = [f"{lesson} `{program}`"]
+        for build, cap, head in ARCH_CONFIGS:
+            rs = by.get((lesson, build, cap))
+            if not rs:
+                raise TableError(f"{c.rel}: no rows for lesson {lesson}, {build} build, cap {cap}")
+            bad = [r["variant"] for r in rs if int(r["failed"]) > 0]
+            if bad:
+                raise TableError(f"{c.rel}: lesson {lesson} ({build}, cap {cap}): {', '.join(bad)} FAILed its check")
+            steps = [r for r in rs if r["variant"] and r["variant"] != "auto"]
+            if not steps:
+                cells.append("refused whole")
+                refused.setdefault((lesson, arch_reason(rs[0]["reason"])), {}).setdefault("(every step)", []).append(head)
+                continue
+            ran = [r for r in steps if int(r["passed"]) > 0]
+            cells.append(f"{len(ran)} of {len(steps)}")
+            for r in steps:
+                if int(r["passed"]) == 0:
+                    refused.setdefault((lesson, arch_reason(r["reason"])), {}).setdefault(r["variant"], []).append(head)
+        rows.append(cells)
+    why = []
+    for (lesson, reason), variants in refused.items():
+        groups = {}  # the same configurations -> variants
+        for v, heads in variants.items():
+            groups.setdefault(tuple(heads), []).append(v)
+        for heads, vs in groups.items():
+            names = "every step" if vs == ["(every step)"] else variant_list(vs)
+            why.append([lesson, names, "; ".join(h.split(" (")[0] for h in heads), reason])
+    out = (f"From {ctx.link(c)} ({gpu_name(gpu)}): what each lesson's `--check` ran in the native build, "
+           "and in an sm_80 build (the driver compiles its PTX: no sm_90 instruction) under "
+           "`PA_SMEM_CAP_KIB=163` and `PA_SMEM_CAP_KIB=99`. A step counts when it passed on some of the "
+           "check's shapes (`auto` is not counted): steps that ran, of the steps the lesson lists.\n\n"
+           + table(["lesson"] + [h for _, _, h in ARCH_CONFIGS], rows))
+    if why:
+        out += ("\n\nThe steps that ran on none of the check's shapes, and the reason the program printed "
+                "(up to its first clause):\n\n" + table(["lesson", "steps", "where", "why"], why))
+    return out
+
+
+def arch_reason(reason):
+    """A refusal's first clause: 'stages K/V through 112 KiB of shared memory per CTA'."""
+    for cut in ("; ", ", and this build", ", which needs"):
+        if cut in reason:
+            reason = reason[:reason.index(cut)]
+    return reason.replace("|", "/")
+
+
 @register("lesson02_timeline")
 def t_lesson02_timeline(ctx):
     """Lesson 02 README: where step 5's time goes (lesson02_timeline.csv, `--timeline`): per
