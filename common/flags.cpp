@@ -2,6 +2,7 @@
 
 #include <cerrno>
 #include <climits>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <sstream>
@@ -9,6 +10,10 @@
 namespace pa {
 
 namespace {
+
+constexpr int kMaxCtx = 1 << 20;  // 1M tokens: far beyond any lesson, small enough to never overflow an int product
+
+}  // namespace
 
 long long parse_integer(const std::string& flag, const std::string& text, long long lo, long long hi) {
     if (text.empty()) throw FlagError(flag + " needs a value");
@@ -19,6 +24,23 @@ long long parse_integer(const std::string& flag, const std::string& text, long l
         throw FlagError(flag + " expects an integer, got '" + text + "'");
     if (v < lo || v > hi)
         throw FlagError(flag + " must be in [" + std::to_string(lo) + ", " + std::to_string(hi) + "], got " + text);
+    return v;
+}
+
+double parse_real(const std::string& flag, const std::string& text, double lo, double hi) {
+    if (text.empty()) throw FlagError(flag + " needs a value");
+    // strtod also reads "nan", "inf" and hex floats; a flag takes plain decimal numbers only
+    const bool decimal = text.find_first_not_of("0123456789+-.eE") == std::string::npos;
+    errno = 0;
+    char* end = nullptr;
+    const double v = decimal ? std::strtod(text.c_str(), &end) : 0.0;
+    if (!decimal || errno != 0 || end == text.c_str() || *end != '\0' || !std::isfinite(v))
+        throw FlagError(flag + " expects a number, got '" + text + "'");
+    if (v < lo || v > hi) {
+        std::ostringstream m;
+        m << flag << " must be in [" << lo << ", " << hi << "], got " << text;
+        throw FlagError(m.str());
+    }
     return v;
 }
 
@@ -34,9 +56,28 @@ std::vector<int> parse_int_list(const std::string& flag, const std::string& text
     return out;
 }
 
-constexpr int kMaxCtx = 1 << 20;  // 1M tokens: far beyond any lesson, small enough to never overflow an int product
+std::string bad_input_line(const std::string& program, const std::string& message) {
+    return "error: " + program + ": " + message;
+}
 
-}  // namespace
+void exit_bad_input(const std::string& program, const std::string& message) {
+    std::fflush(stdout);  // what was printed before comes before the error
+    std::fprintf(stderr, "%s\n", bad_input_line(program, message).c_str());
+    std::exit(kExitBadInput);
+}
+
+double Flags::lesson_real(const std::string& lesson_flag, double lo, double hi, double fallback) const {
+    auto it = lesson.find(lesson_flag);
+    if (it == lesson.end()) return fallback;
+    return parse_real(lesson_flag, it->second, lo, hi);
+}
+
+std::vector<int> Flags::lesson_int_list(const std::string& lesson_flag, long long lo, long long hi,
+                                        const std::vector<int>& fallback) const {
+    auto it = lesson.find(lesson_flag);
+    if (it == lesson.end()) return fallback;
+    return parse_int_list(lesson_flag, it->second, lo, hi);
+}
 
 long long Flags::lesson_int(const std::string& lesson_flag, long long lo, long long hi, long long fallback) const {
     auto it = lesson.find(lesson_flag);

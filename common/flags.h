@@ -56,7 +56,24 @@ struct Flags {
     // The value of a lesson flag as an integer in [lo, hi], or `fallback` when it was not
     // given. Throws FlagError.
     long long lesson_int(const std::string& lesson_flag, long long lo, long long hi, long long fallback) const;
+    // The same as a finite real number in [lo, hi] ("1.5", "2e-3"). Throws FlagError.
+    double lesson_real(const std::string& lesson_flag, double lo, double hi, double fallback) const;
+    // The same as a comma-separated list of integers, each in [lo, hi]. Throws FlagError.
+    std::vector<int> lesson_int_list(const std::string& lesson_flag, long long lo, long long hi,
+                                     const std::vector<int>& fallback) const;
 };
+
+// The value parsers behind the flags, for a lesson that reads a value of its own. Each
+// throws FlagError naming `flag` and the text it refused.
+long long parse_integer(const std::string& flag, const std::string& text, long long lo, long long hi);
+double parse_real(const std::string& flag, const std::string& text, double lo, double hi);
+// "5" or "5,6,7": no empty item, no trailing comma.
+std::vector<int> parse_int_list(const std::string& flag, const std::string& text, long long lo, long long hi);
+
+// The one line every program prints for input it refuses: "error: <program>: <message>".
+std::string bad_input_line(const std::string& program, const std::string& message);
+// Prints bad_input_line to stderr and exits with kExitBadInput.
+[[noreturn]] void exit_bad_input(const std::string& program, const std::string& message);
 
 // Throws FlagError with a one-line message. --shape names are checked by select_shapes
 // (decode lessons) or by the lesson that has shapes of its own.

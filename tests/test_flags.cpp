@@ -5,6 +5,7 @@
 #include <catch2/matchers/catch_matchers_exception.hpp>
 #include <catch2/matchers/catch_matchers_string.hpp>
 
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -199,4 +200,80 @@ TEST_CASE("the usage text names the program, the exit codes and every catalogue 
     for (const auto& s : pa::shape_catalogue()) CHECK_THAT(u, ContainsSubstring(s.name));
     CHECK(pa::kExitBadInput == 2);
     CHECK(pa::kExitNoGpu == 3);
+}
+
+TEST_CASE("parse_integer, parse_real and parse_int_list read good values", "[cpu][flags]") {
+    CHECK(pa::parse_integer("--n", "42", 0, 100) == 42);
+    CHECK(pa::parse_integer("--n", "-7", -10, 10) == -7);
+    CHECK(pa::parse_integer("--n", "0", 0, 0) == 0);  // both bounds inclusive
+    CHECK(pa::parse_real("--x", "1.5", 0, 3) == 1.5);
+    CHECK(pa::parse_real("--x", "2e-3", 0, 1) == 2e-3);
+    CHECK(pa::parse_real("--x", "-0.25", -1, 1) == -0.25);
+    CHECK(pa::parse_real("--x", "3", 0, 3) == 3.0);  // both bounds inclusive
+    CHECK(pa::parse_real("--x", "7", 0, 100) == 7.0);
+    CHECK(pa::parse_int_list("--l", "5", 0, 10) == std::vector<int>{5});
+    CHECK(pa::parse_int_list("--l", "0,17,1000", 0, 1 << 20) == std::vector<int>{0, 17, 1000});
+}
+
+TEST_CASE("parse_integer, parse_real and parse_int_list refuse bad values, naming the flag", "[cpu][flags]") {
+    using Parse = std::function<void()>;
+    struct Bad {
+        std::string what;
+        Parse parse;
+        std::string message;
+    };
+    const std::vector<Bad> cases = {
+        {"empty integer", [] { pa::parse_integer("--n", "", 0, 9); }, "--n needs a value"},
+        {"word", [] { pa::parse_integer("--n", "ten", 0, 9); }, "--n expects an integer, got 'ten'"},
+        {"trailing junk", [] { pa::parse_integer("--n", "5x", 0, 9); }, "--n expects an integer, got '5x'"},
+        {"a real for an integer", [] { pa::parse_integer("--n", "2.5", 0, 9); }, "--n expects an integer"},
+        {"overflow", [] { pa::parse_integer("--n", "99999999999999999999", 0, 9); }, "--n expects an integer"},
+        {"below", [] { pa::parse_integer("--n", "-1", 0, 9); }, "--n must be in [0, 9], got -1"},
+        {"above", [] { pa::parse_integer("--n", "10", 0, 9); }, "--n must be in [0, 9], got 10"},
+        {"empty real", [] { pa::parse_real("--x", "", 0, 3); }, "--x needs a value"},
+        {"word real", [] { pa::parse_real("--x", "abc", 0, 3); }, "--x expects a number, got 'abc'"},
+        {"trailing junk real", [] { pa::parse_real("--x", "1.5s", 0, 3); }, "--x expects a number, got '1.5s'"},
+        {"nan", [] { pa::parse_real("--x", "nan", -1e9, 1e9); }, "--x expects a number, got 'nan'"},
+        {"inf", [] { pa::parse_real("--x", "inf", -1e9, 1e9); }, "--x expects a number, got 'inf'"},
+        {"hex float", [] { pa::parse_real("--x", "0x1p1", 0, 3); }, "--x expects a number, got '0x1p1'"},
+        {"out of double range", [] { pa::parse_real("--x", "1e999", 0, 3); }, "--x expects a number, got '1e999'"},
+        {"lone dot", [] { pa::parse_real("--x", ".", 0, 3); }, "--x expects a number, got '.'"},
+        {"real below", [] { pa::parse_real("--x", "-0.5", 0, 3); }, "--x must be in [0, 3], got -0.5"},
+        {"real above", [] { pa::parse_real("--x", "3.5", 0, 3); }, "--x must be in [0, 3], got 3.5"},
+        {"empty list", [] { pa::parse_int_list("--l", "", 0, 9); }, "--l expects a comma-separated list"},
+        {"trailing comma", [] { pa::parse_int_list("--l", "1,2,", 0, 9); }, "--l expects a comma-separated list"},
+        {"leading comma", [] { pa::parse_int_list("--l", ",1", 0, 9); }, "--l has an empty item in ',1'"},
+        {"empty item", [] { pa::parse_int_list("--l", "1,,2", 0, 9); }, "--l has an empty item in '1,,2'"},
+        {"word item", [] { pa::parse_int_list("--l", "1,two", 0, 9); }, "--l expects an integer, got 'two'"},
+        {"item below", [] { pa::parse_int_list("--l", "1,-2", 0, 9); }, "--l must be in [0, 9], got -2"},
+        {"item above", [] { pa::parse_int_list("--l", "10,2", 0, 9); }, "--l must be in [0, 9], got 10"},
+    };
+    for (const auto& c : cases) {
+        CAPTURE(c.what);
+        CHECK_THROWS_MATCHES(c.parse(), pa::FlagError, MessageMatches(ContainsSubstring(c.message)));
+    }
+}
+
+TEST_CASE("lesson_real and lesson_int_list: the fallback, the value, a refused value", "[cpu][flags]") {
+    CHECK(parse({}).lesson_real("--tokens", 0, 10, 1.5) == 1.5);
+    CHECK(parse({"--tokens", "2.75"}).lesson_real("--tokens", 0, 10, 1.5) == 2.75);
+    CHECK(parse({"--tokens=0"}).lesson_real("--tokens", 0, 10, 1.5) == 0.0);
+    CHECK_THROWS_MATCHES(parse({"--tokens", "x"}).lesson_real("--tokens", 0, 10, 1.5), pa::FlagError,
+                         MessageMatches(ContainsSubstring("--tokens expects a number, got 'x'")));
+    CHECK_THROWS_MATCHES(parse({"--tokens", "11"}).lesson_real("--tokens", 0, 10, 1.5), pa::FlagError,
+                         MessageMatches(ContainsSubstring("--tokens must be in [0, 10], got 11")));
+
+    CHECK(parse({}).lesson_int_list("--tokens", 0, 100, {7}) == std::vector<int>{7});
+    CHECK(parse({"--tokens", "3,0,99"}).lesson_int_list("--tokens", 0, 100, {7}) == std::vector<int>{3, 0, 99});
+    CHECK(parse({"--tokens=4"}).lesson_int_list("--tokens", 0, 100, {}) == std::vector<int>{4});
+    CHECK_THROWS_MATCHES(parse({"--tokens", "3,101"}).lesson_int_list("--tokens", 0, 100, {}), pa::FlagError,
+                         MessageMatches(ContainsSubstring("--tokens must be in [0, 100], got 101")));
+    CHECK_THROWS_MATCHES(parse({"--tokens", "3,"}).lesson_int_list("--tokens", 0, 100, {}), pa::FlagError,
+                         MessageMatches(ContainsSubstring("--tokens expects a comma-separated list")));
+}
+
+TEST_CASE("the bad-input line names the program and the problem on one line", "[cpu][flags]") {
+    CHECK(pa::bad_input_line("lesson06_wgmma_prefill", "--sigma expects a number, got 'x'") ==
+          "error: lesson06_wgmma_prefill: --sigma expects a number, got 'x'");
+    CHECK(pa::bad_input_line("p", "m").find('\n') == std::string::npos);
 }

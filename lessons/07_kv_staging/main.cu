@@ -9,18 +9,19 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
-#include <cstring>
 #include <functional>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "copy_ceiling.cuh"
+#include "decode_driver.cuh"  // write_csv_or_exit
 #include "cuda_check.cuh"
 #include "device_buffer.cuh"
 #include "device_info.cuh"
 #include "flags.h"
 #include "handoff.h"
+#include "lesson_driver.cuh"
 #include "nccl_link.h"
 #include "random.h"
 #include "server_loop.h"
@@ -33,32 +34,36 @@ namespace {
 using namespace lesson07;
 
 const char* kProgram = "lesson07_kv_staging";
-const std::vector<std::string> kVariants = {"per_token", "per_layer", "staged", "staged_peer", "staged_nccl"};
+
+// The lesson's variants, in ladder order: the baselines, the staged path, the staged path across two GPUs.
+struct StagingVariant {
+    std::string name;
+    int gpus = 1;      // 2: the decode ranks on a second GPU
+    std::string what;  // one line for --help
+};
+const std::vector<StagingVariant> kVariants = {
+    {"per_token", 1, "one copy call per token per layer per K/V"},
+    {"per_layer", 1, "gather, transfer and scatter one layer at a time"},
+    {"staged", 1, "one gather per prefill rank, one copy per rank pair, one scatter per decode rank"},
+    {"staged_peer", 2, "staged, the decode side on a second GPU, through cudaMemcpyPeerAsync"},
+    {"staged_nccl", 2, "staged, the decode side on a second GPU, through NCCL send / recv (a build with NCCL)"},
+};
 constexpr int kPerTokenMaxTokens = 4096;  // above it one run is millions of copy calls
 constexpr int kPerTokenReps = 3;          // timed runs of per_token (each is already many calls)
 constexpr int kWarmup = 3;
 
-[[noreturn]] void bad_input(const std::string& msg) {
-    std::fprintf(stderr, "error: %s: %s\n", kProgram, msg.c_str());
-    std::exit(pa::kExitBadInput);
-}
-
-[[noreturn]] void cannot_run(const std::string& msg) {
-    std::fprintf(stderr, "%s: %s\n", kProgram, msg.c_str());
-    std::exit(pa::kExitNoGpu);
-}
+void bad_input(const std::string& msg) { pa::exit_bad_input(kProgram, msg); }
 
 std::string usage() {
-    return pa::common_usage_line(kProgram) +
-           "       " + std::string(kProgram) + " [--check | --bench] --tokens N [--layers N] [--tp PsToPd] [--kv-heads N] ...\n"
-           "Hands one request's KV cache (D 128, page 16) from prefill ranks at TP Ps to decode ranks at TP Pd.\n"
-           "Shapes: T<tokens>-L<layers>-tp<Ps>to<Pd>[-kv<heads>] (8 KV heads unless -kv says otherwise). The table:\n"
-           "  T{256,4096,32768}-L32-tp4to2, -tp2to4 and -tp1to4-kv2.\n"
-           "Variants: per_token (one copy call per token per layer per K/V), per_layer (gather, transfer and\n"
-           "  scatter one layer at a time), staged (one gather per prefill rank, one copy per rank pair, one\n"
-           "  scatter per decode rank), staged_peer and staged_nccl (the decode side on a second GPU, through\n"
-           "  cudaMemcpyPeerAsync / NCCL send-recv; need two GPUs, staged_nccl a build with NCCL).\n"
-           "The decode-lesson flags (--B --H --Hkv --ctx --D --block-size) do not apply here.\n";
+    std::string u = pa::common_usage_line(kProgram) +
+                    "       " + std::string(kProgram) + " [--check | --bench] --tokens N [--layers N] [--tp PsToPd] [--kv-heads N] ...\n"
+                    "Hands one request's KV cache (D 128, page 16) from prefill ranks at TP Ps to decode ranks at TP Pd.\n"
+                    "Shapes: T<tokens>-L<layers>-tp<Ps>to<Pd>[-kv<heads>] (8 KV heads unless -kv says otherwise). The table:\n"
+                    "  T{256,4096,32768}-L32-tp4to2, -tp2to4 and -tp1to4-kv2.\n"
+                    "Variants:\n";
+    for (const auto& v : kVariants)
+        u += pa::strf("  %-12s %s%s\n", v.name.c_str(), v.what.c_str(), v.gpus > 1 ? "; needs two GPUs" : "");
+    return u + "The decode-lesson flags (--B --H --Hkv --ctx --D --block-size) do not apply here.\n";
 }
 
 std::vector<pa::LessonFlag> lesson_flags() {
@@ -86,7 +91,7 @@ void refuse_decode_flags(int argc, char** argv) {
 
 struct Selection {
     std::vector<StagingShape> check_shapes, bench_shapes;
-    std::vector<std::string> variants;  // asked for (all when --variant is not given)
+    std::vector<StagingVariant> variants;  // asked for (all when --variant is not given)
     bool variant_given = false;
     int requests = 96;
 };
@@ -115,22 +120,20 @@ Selection select_or_exit(const pa::Flags& f) {
     } catch (const PlanError& e) {
         bad_input(e.what());
     }
-    if (!f.variant.empty()) {
-        if (std::find(kVariants.begin(), kVariants.end(), f.variant) == kVariants.end()) {
-            std::string all;
-            for (const auto& v : kVariants) all += (all.empty() ? "" : ", ") + v;
-            bad_input("unknown variant '" + f.variant + "' (this lesson has: " + all + ")");
-        }
-        sel.variants = {f.variant};
-        sel.variant_given = true;
-    } else {
-        sel.variants = kVariants;
-    }
+    sel.variants = pa::select_variant_or_exit(kProgram, f.variant, kVariants);
+    sel.variant_given = !f.variant.empty();
     return sel;
 }
 
-bool wants(const Selection& sel, const std::string& v) {
-    return std::find(sel.variants.begin(), sel.variants.end(), v) != sel.variants.end();
+bool wants(const std::vector<StagingVariant>& vs, const std::string& name) {
+    return std::any_of(vs.begin(), vs.end(), [&](const StagingVariant& v) { return v.name == name; });
+}
+
+std::vector<StagingVariant> on_gpus(const std::vector<StagingVariant>& vs, int gpus) {
+    std::vector<StagingVariant> out;
+    for (const auto& v : vs)
+        if (v.gpus == gpus) out.push_back(v);
+    return out;
 }
 
 double gib(int64_t bytes) { return static_cast<double>(bytes) / (1024.0 * 1024.0 * 1024.0); }
@@ -147,27 +150,15 @@ void refuse_too_large(const std::vector<StagingShape>& shapes, const pa::DeviceI
     }
 }
 
-// ---------------------------------------------------------------- check
-
-struct CheckTally {
-    int passed = 0, total = 0;
-    void line(bool pass, const std::string& what, const std::string& detail = "") {
-        ++total;
-        passed += pass;
-        std::printf("  %s %-12s %s\n", pass ? "PASS" : "FAIL", what.c_str(), detail.c_str());
-    }
-    // "name", or "name (what went wrong)"
-    static std::string with(const std::string& name, const std::string& detail) {
-        return detail.empty() ? name : name + " " + detail;
-    }
-};
-
 std::string mismatch_detail(uint64_t staging_bad, const PoolCheck& pools) {
     if (!staging_bad && !pools.mismatches) return "";
     return pa::strf("(%llu wrong in staging, %llu wrong in the decode pools%s%s)", static_cast<unsigned long long>(staging_bad),
                     static_cast<unsigned long long>(pools.mismatches), pools.first.empty() ? "" : "; first: ",
                     pools.first.c_str());
 }
+
+// "name", or "name (what went wrong)"
+std::string with(const std::string& name, const std::string& detail) { return detail.empty() ? name : name + " " + detail; }
 
 void sync_all(int devices) {
     for (int d = 0; d < devices; ++d) {
@@ -176,78 +167,19 @@ void sync_all(int devices) {
     }
 }
 
-// The checks of one shape on one pair of devices: each variant from fresh pools.
-void check_shape(const StagingShape& shape, const Selection& sel, uint64_t seed, bool two_gpus, NcclPair* nccl,
-                 CheckTally& tally) {
-    uint64_t name_hash = 1469598103934665603ULL;  // FNV-1a of the name: a prefix per shape, the same everywhere
-    for (char c : shape.name) name_hash = (name_hash ^ static_cast<unsigned char>(c)) * 1099511628211ULL;
-    pa::Rng rng(seed, name_hash);
-    const int prefix = kPageSize * static_cast<int>(rng.below(4));  // cached on the decode side
-    const int decode_device = two_gpus ? 1 : 0;
-    Handoff h(shape, prefix, seed, 0, decode_device);
-    const int all = 2 * shape.layers;
-    const std::string name = pa::strf("%s (cached prefix %d)", shape.name.c_str(), prefix);
-    h.fill_prefill();
-    cudaStream_t s0 = nullptr, s1 = nullptr;  // the legacy stream of each device
-
-    auto run_staged = [&](const std::string& variant, const std::function<void()>& transfer, int layers_per_launch) {
-        h.poison_staging();
-        h.reset_decode();
-        h.gather(s0, layers_per_launch);
-        transfer();
-        sync_all(two_gpus ? 2 : 1);
-        h.scatter(s1, layers_per_launch);
-        sync_all(two_gpus ? 2 : 1);
-        const uint64_t staging_bad = h.check_prefill_staging() + h.check_decode_staging();
-        const PoolCheck pools = h.check_decode_pools();
-        tally.line(staging_bad == 0 && pools.mismatches == 0, variant, CheckTally::with(name, mismatch_detail(staging_bad, pools)));
-    };
-
-    if (!two_gpus) {
-        if (wants(sel, "staged") || wants(sel, "per_layer")) {
-            // the two kernels on their own first: gather into poisoned staging...
-            h.poison_staging();
-            h.gather(s0, all);
-            sync_all(1);
-            const uint64_t g = h.check_prefill_staging();
-            tally.line(g == 0, "gather", name + (g ? pa::strf(" (%llu wrong)", static_cast<unsigned long long>(g)) : ""));
-            // ...and scatter from a staging buffer filled with what a correct transfer delivers
-            h.reset_decode();
-            h.fill_decode_staging_expected();
-            h.scatter(s0, all);
-            sync_all(1);
-            const PoolCheck p = h.check_decode_pools();
-            tally.line(p.mismatches == 0, "scatter", CheckTally::with(name, mismatch_detail(0, p)));
-        }
-        if (wants(sel, "staged")) run_staged("staged", [&] { h.transfer(s0, all); }, all);
-        if (wants(sel, "per_layer")) run_staged("per_layer", [&] { h.transfer(s0, 1); }, 1);
-        if (wants(sel, "per_token")) {
-            h.reset_decode();
-            h.per_token(s0);
-            sync_all(1);
-            const PoolCheck p = h.check_decode_pools();
-            tally.line(p.mismatches == 0, "per_token", CheckTally::with(name, mismatch_detail(0, p)));
-        }
-        return;
-    }
-    if (wants(sel, "staged_peer")) run_staged("staged_peer", [&] { h.transfer(s0, all); }, all);
-    if (wants(sel, "staged_nccl") && nccl) run_staged("staged_nccl", [&] { h.transfer_nccl(*nccl, s0, s1); }, all);
-}
-
-// ---------------------------------------------------------------- bench
-
+// What the measurement shares: the measured ceilings, the timing settings, the rows so far.
 struct BenchContext {
     pa::DeviceInfo info;
+    pa::MeasureSetup setup;
     double copy_gbps = 0;  // measured device-to-device, bytes read + written
     double peer_gbps = 0;  // measured GPU 0 -> GPU 1, bytes read + written (two GPUs only)
-    int iters = 100;
     pa::DType dtype = pa::DType::bf16;
     std::vector<pa::ResultRow> rows;
 };
 
-pa::ResultRow make_row(const BenchContext& ctx, const StagingShape& s, const std::string& variant, const std::string& stage,
-                       int64_t copies, double bytes, const pa::Timing& t, double ceiling_gbps, int gpus, bool pass) {
-    pa::ResultRow r;
+// The columns that name a row and lesson 07's own (the timing columns are already filled).
+void name_row(const BenchContext& ctx, const StagingShape& s, const std::string& variant, const std::string& stage,
+              int64_t copies, double ceiling_gbps, int gpus, pa::ResultRow& r) {
     r.gpu = ctx.info.short_name;
     r.lesson = "07";
     r.variant = variant;
@@ -259,18 +191,226 @@ pa::ResultRow make_row(const BenchContext& ctx, const StagingShape& s, const std
     r.D = kHeadDim;
     r.ctx = std::to_string(s.tokens);
     r.block_size = kPageSize;
-    r.l2 = "hot";      // the same buffers every repetition
-    r.us_median = t.us_median;
-    r.us_min = t.us_min;
-    r.bytes = bytes;
-    r.gbps = bytes / (t.us_median * 1e-6) / 1e9;
-    r.check = pass ? "PASS" : "FAIL";
     r.set_extra("stage", stage);
     r.set_extra("copies", std::to_string(copies));
     r.set_extra("pct_copy_bw", pa::strf("%.1f", 100.0 * *r.gbps / ceiling_gbps));
     r.set_extra("gpus", std::to_string(gpus));
     r.set_extra("tp", pa::strf("%dto%d", s.tp.prefill_tp, s.tp.decode_tp));
     r.set_extra("layers", std::to_string(s.layers));
+}
+
+// One shape's hand-off as the driver (lesson_driver.cuh) runs it: the prefill ranks on GPU
+// 0, the decode ranks on GPU 0 or (two_gpus) GPU 1. The check compares bit for bit with the
+// hashes the pools were filled with; staging starts poisoned and the decode pools at their
+// background, so a missed or misplaced byte shows.
+class StagingRun {
+  public:
+    using Variant = StagingVariant;
+
+    // ctx: null for the check (no timing)
+    StagingRun(const StagingShape& s, int prefix, uint64_t seed, bool two_gpus, NcclPair* nccl, const BenchContext* ctx)
+        : h_(s, prefix, seed, 0, two_gpus ? 1 : 0),
+          nccl_(nccl),
+          ctx_(ctx),
+          name_(pa::strf("%s (cached prefix %d)", s.name.c_str(), prefix)) {
+        h_.fill_prefill();
+        if (!ctx_) return;
+        DeviceGuard g0(0);
+        CUDA_CHECK(cudaStreamCreateWithFlags(&s0_, cudaStreamNonBlocking));
+        CUDA_CHECK(cudaEventCreateWithFlags(&on0_, cudaEventDisableTiming));
+        DeviceGuard gd(h_.decode_device());
+        CUDA_CHECK(cudaEventCreateWithFlags(&on1_, cudaEventDisableTiming));
+        if (two()) CUDA_CHECK(cudaStreamCreateWithFlags(&s1_, cudaStreamNonBlocking));
+        else s1_ = s0_;
+    }
+    ~StagingRun() {
+        if (!ctx_) return;
+        {
+            DeviceGuard g(0);
+            cudaEventDestroy(on0_);
+            cudaStreamDestroy(s0_);
+        }
+        DeviceGuard g(h_.decode_device());
+        cudaEventDestroy(on1_);
+        if (two()) cudaStreamDestroy(s1_);
+    }
+    StagingRun(const StagingRun&) = delete;
+    StagingRun& operator=(const StagingRun&) = delete;
+
+    const Handoff& handoff() const { return h_; }
+
+    std::string why_not(const Variant& v) const {
+        if (v.gpus != (two() ? 2 : 1)) return v.name + ": runs on " + std::to_string(v.gpus) + " GPU(s)";
+        if (v.name == "staged_nccl" && !nccl_) return "staged_nccl: no NCCL communicator";
+        if (ctx_ && v.name == "per_token" && h_.shape().tokens > kPerTokenMaxTokens)
+            return pa::strf("per_token is measured up to %d tokens", kPerTokenMaxTokens);
+        return "";
+    }
+
+    // The two kernels on their own: gather into poisoned staging, and scatter from a staging
+    // buffer filled with what a correct transfer delivers.
+    void check_kernels(pa::CheckTally& tally) {
+        h_.poison_staging();
+        h_.gather(nullptr, all());
+        sync_all(1);
+        const uint64_t g = h_.check_prefill_staging();
+        tally.line(g == 0, pa::strf("%-12s %s", "gather",
+                                    (name_ + (g ? pa::strf(" (%llu wrong)", static_cast<unsigned long long>(g)) : "")).c_str()));
+        h_.reset_decode();
+        h_.fill_decode_staging_expected();
+        h_.scatter(nullptr, all());
+        sync_all(1);
+        const PoolCheck p = h_.check_decode_pools();
+        tally.line(p.mismatches == 0, pa::strf("%-12s %s", "scatter", with(name_, mismatch_detail(0, p)).c_str()));
+    }
+
+    // From fresh pools, on each device's legacy stream.
+    pa::CheckResult check(const Variant& v) {
+        h_.reset_decode();
+        if (v.name == "per_token") {
+            h_.per_token(nullptr);
+            return recheck(v);
+        }
+        h_.poison_staging();
+        h_.gather(nullptr, layers_per_launch(v));
+        transfer(v, nullptr, nullptr);
+        sync_all(devices());
+        h_.scatter(nullptr, layers_per_launch(v));
+        return recheck(v);
+    }
+    pa::CheckResult recheck(const Variant& v) {
+        sync_all(devices());
+        const uint64_t staging_bad = v.name == "per_token" ? 0 : h_.check_prefill_staging() + h_.check_decode_staging();
+        const PoolCheck pools = h_.check_decode_pools();
+        pa::CheckResult r;
+        r.pass = staging_bad == 0 && pools.mismatches == 0;
+        r.message = mismatch_detail(staging_bad, pools);
+        return r;
+    }
+
+    // per_token: one row, the whole hand-off. The staged variants: gather, transfer, scatter
+    // and the total, timed on s0 (the decode side's work joins back into it).
+    std::vector<pa::TimedPart> parts(const Variant& v) {
+        const double S = static_cast<double>(h_.plan().total_bytes());
+        if (v.name == "per_token") {
+            pa::TimedPart t;
+            t.stage = "total";
+            t.launch = [this](int) { h_.per_token(nullptr); };
+            t.bytes = 2 * S;
+            t.warmup = 1;
+            t.max_iters = kPerTokenReps;
+            return {t};
+        }
+        const int lpl = layers_per_launch(v);
+        auto part = [&](const char* stage, double bytes, std::function<void(int)> launch) {
+            pa::TimedPart t;
+            t.stage = stage;
+            t.launch = std::move(launch);
+            t.stream = s0_;
+            t.bytes = bytes;
+            return t;
+        };
+        return {
+            part("gather", 2 * S, [this, lpl](int) { h_.gather(s0_, lpl); }),
+            part("transfer", 2 * S, [this, v](int) {
+                prefill_to_decode();
+                transfer(v, s0_, s1_);
+                join_decode_into_s0();
+            }),
+            part("scatter", 2 * S, [this, lpl](int) {
+                prefill_to_decode();
+                h_.scatter(s1_, lpl);
+                join_decode_into_s0();
+            }),
+            part("total", 6 * S, [this, v, lpl](int) {
+                h_.gather(s0_, lpl);
+                prefill_to_decode();
+                transfer(v, s0_, s1_);
+                prefill_to_decode();  // the scatter waits for the whole transfer (NCCL's recv is already on s1)
+                h_.scatter(s1_, lpl);
+                join_decode_into_s0();
+            }),
+        };
+    }
+    int copies() const { return 1; }  // L2-hot only: a hand-off reads its bytes once
+    std::string label() const { return h_.shape().name; }
+    std::string check_line(const Variant& v, const pa::CheckResult& r) const {
+        return pa::strf("%-12s %s", v.name.c_str(), with(name_, r.message).c_str());
+    }
+    void describe(const Variant& v, const pa::TimedPart& part, pa::ResultRow& r) const {
+        const int lpl = layers_per_launch(v);
+        const int64_t gc = h_.gather_calls(lpl), sc = h_.scatter_calls(lpl);
+        const int64_t tc = v.name == "staged_nccl" ? 2 * static_cast<int64_t>(h_.plan().pairs.size()) : h_.transfer_calls(lpl);
+        int64_t calls = gc + tc + sc;
+        if (v.name == "per_token") calls = h_.per_token_calls();
+        else if (part.stage == "gather") calls = gc;
+        else if (part.stage == "transfer") calls = tc;
+        else if (part.stage == "scatter") calls = sc;
+        const double ceiling = part.stage == "transfer" && two() ? ctx_->peer_gbps : ctx_->copy_gbps;
+        name_row(*ctx_, h_.shape(), v.name, part.stage, calls, ceiling, two() ? 2 : 1, r);
+    }
+
+  private:
+    bool two() const { return h_.two_devices(); }
+    int devices() const { return two() ? 2 : 1; }
+    int all() const { return 2 * h_.shape().layers; }
+    int layers_per_launch(const Variant& v) const { return v.name == "per_layer" ? 1 : all(); }
+    void transfer(const Variant& v, cudaStream_t a, cudaStream_t b) {
+        if (v.name == "staged_nccl") h_.transfer_nccl(*nccl_, a, b);
+        else h_.transfer(a, layers_per_launch(v));
+    }
+    // cross-stream hand-over points (two GPUs only)
+    void join_decode_into_s0() {
+        if (!two()) return;
+        DeviceGuard g(1);
+        CUDA_CHECK(cudaEventRecord(on1_, s1_));
+        CUDA_CHECK(cudaStreamWaitEvent(s0_, on1_, 0));
+    }
+    void prefill_to_decode() {
+        if (!two()) return;
+        DeviceGuard g(0);
+        CUDA_CHECK(cudaEventRecord(on0_, s0_));
+        CUDA_CHECK(cudaStreamWaitEvent(s1_, on0_, 0));
+    }
+
+    Handoff h_;
+    NcclPair* nccl_;
+    const BenchContext* ctx_;
+    std::string name_;
+    cudaStream_t s0_ = nullptr, s1_ = nullptr;
+    cudaEvent_t on0_ = nullptr, on1_ = nullptr;
+};
+
+// A cached prefix on the decode side, per shape: FNV-1a of the name, the same everywhere.
+int check_prefix(const StagingShape& shape, uint64_t seed) {
+    uint64_t name_hash = 1469598103934665603ULL;
+    for (char c : shape.name) name_hash = (name_hash ^ static_cast<unsigned char>(c)) * 1099511628211ULL;
+    pa::Rng rng(seed, name_hash);
+    return kPageSize * static_cast<int>(rng.below(4));
+}
+
+// The ceiling row: one plain copy of the bytes a stage moves (S), on one GPU or GPU 0 -> 1.
+pa::ResultRow bench_plain_copy(const BenchContext& ctx, const StagingShape& s, bool peer) {
+    const int64_t S = make_transfer_plan(s.tp, s.layers, s.tokens).total_bytes();
+    pa::DeviceBuffer<uint8_t> dst;
+    {
+        DeviceGuard g(peer ? 1 : 0);
+        dst.allocate(static_cast<size_t>(S));
+    }
+    DeviceGuard g(0);
+    pa::DeviceBuffer<uint8_t> src(static_cast<size_t>(S));
+    src.fill_bytes(0x3c);
+    pa::TimedPart part;
+    part.stage = "transfer";
+    part.bytes = 2.0 * static_cast<double>(S);
+    part.launch = [&](int) {
+        if (peer) CUDA_CHECK(cudaMemcpyPeerAsync(dst.get(), 1, src.get(), 0, static_cast<size_t>(S)));
+        else CUDA_CHECK(cudaMemcpyAsync(dst.get(), src.get(), static_cast<size_t>(S), cudaMemcpyDeviceToDevice));
+    };
+    pa::ResultRow r;
+    pa::fill_timing(r, pa::time_part(part, 1, ctx.setup), false, part, ctx.setup);
+    r.check = "PASS";
+    name_row(ctx, s, peer ? "memcpy_peer" : "memcpy", "transfer", 1, peer ? ctx.peer_gbps : ctx.copy_gbps, peer ? 2 : 1, r);
     return r;
 }
 
@@ -283,118 +423,117 @@ void print_rows(const std::vector<pa::ResultRow>& rows) {
     t.print();
 }
 
-// Times the stages of one staged variant and adds its four rows.
-void bench_stages(BenchContext& ctx, Handoff& h, const std::string& variant, int layers_per_launch,
-                  const std::function<void(cudaStream_t, cudaStream_t)>& transfer, int64_t transfer_calls,
-                  std::vector<pa::ResultRow>& out) {
-    const StagingShape& s = h.shape();
-    const bool two = h.two_devices();
-    const double S = static_cast<double>(h.plan().total_bytes());
-    cudaStream_t s0 = nullptr, s1 = nullptr;
-    {
-        DeviceGuard g(0);
-        CUDA_CHECK(cudaStreamCreateWithFlags(&s0, cudaStreamNonBlocking));
+// The check: the two kernels alone, each variant from fresh pools, the server loop.
+int run_checks(const Selection& sel, const std::vector<StagingVariant>& variants, uint64_t seed, NcclPair* nccl) {
+    std::printf("\ncorrectness check (seed %llu): bit-exact, every element a hash of (request, layer, K/V, head, "
+                "token, d); cached-prefix and unowned pages must keep their background\n",
+                static_cast<unsigned long long>(seed));
+    pa::CheckTally tally;
+    // one GPU: the staged path first, then the baselines
+    std::vector<StagingVariant> one = on_gpus(variants, 1);
+    std::reverse(one.begin(), one.end());
+    const std::vector<StagingVariant> two = on_gpus(variants, 2);
+    for (const auto& s : sel.check_shapes) {
+        const int prefix = check_prefix(s, seed);
+        {
+            StagingRun run(s, prefix, seed, false, nullptr, nullptr);
+            if (wants(variants, "staged") || wants(variants, "per_layer")) run.check_kernels(tally);
+            pa::check_variants(run, one, tally);
+        }
+        if (!two.empty()) {
+            StagingRun run(s, prefix, seed, true, nccl, nullptr);
+            pa::check_variants(run, two, tally);
+        }
     }
-    if (two) {
-        DeviceGuard g(1);
-        CUDA_CHECK(cudaStreamCreateWithFlags(&s1, cudaStreamNonBlocking));
-    } else {
-        s1 = s0;
+    if (wants(variants, "staged")) {
+        // the server loop for the first three TP configurations among the checked shapes
+        // (with the default shapes: 4 -> 2, 2 -> 4 and 1 -> 4 with 2 heads, the table's)
+        std::vector<StagingShape> loops;
+        for (const auto& s : sel.check_shapes) {
+            bool seen = false;
+            for (const auto& l : loops)
+                seen |= l.tp.prefill_tp == s.tp.prefill_tp && l.tp.decode_tp == s.tp.decode_tp && l.tp.kv_heads == s.tp.kv_heads;
+            if (!seen && loops.size() < 3) loops.push_back(s);
+        }
+        for (const auto& s : loops) {
+            ServerLoopConfig cfg;
+            cfg.tp = s.tp;
+            cfg.requests = sel.requests;
+            cfg.seed = seed;
+            const ServerLoopResult r = run_server_loop(cfg);
+            tally.line(r.pass(), pa::strf("%-12s %s", "server loop",
+                       pa::strf("tp%dto%d-kv%d: %d requests, %lld tokens, ring %.1f MiB per decode rank, %lld rounds, "
+                                "%lld waits on the watermark%s%s%s",
+                                s.tp.prefill_tp, s.tp.decode_tp, s.tp.kv_heads, r.requests, static_cast<long long>(r.tokens),
+                                r.ring_bytes / 1048576.0, static_cast<long long>(r.rounds), static_cast<long long>(r.waits),
+                                r.failure.empty() ? "" : "; ", r.failure.c_str(),
+                                r.mismatches ? pa::strf("; %llu wrong, first: %s", static_cast<unsigned long long>(r.mismatches), r.first.c_str()).c_str() : "").c_str()));
+        }
     }
-    cudaEvent_t on1 = nullptr, on0 = nullptr;  // cross-stream hand-over points
-    {
-        DeviceGuard g(h.decode_device());
-        CUDA_CHECK(cudaEventCreateWithFlags(&on1, cudaEventDisableTiming));
-    }
-    {
-        DeviceGuard g(0);
-        CUDA_CHECK(cudaEventCreateWithFlags(&on0, cudaEventDisableTiming));
-    }
-    // The decode side's work joins back into s0, so that the timer's events (on s0) see it.
-    auto join_decode_into_s0 = [&] {
-        if (!two) return;
-        DeviceGuard g(1);
-        CUDA_CHECK(cudaEventRecord(on1, s1));
-        CUDA_CHECK(cudaStreamWaitEvent(s0, on1, 0));
-    };
-    auto prefill_to_decode = [&] {
-        if (!two) return;
-        DeviceGuard g(0);
-        CUDA_CHECK(cudaEventRecord(on0, s0));
-        CUDA_CHECK(cudaStreamWaitEvent(s1, on0, 0));
-    };
-
-    h.poison_staging();
-    h.reset_decode();
-    DeviceGuard g0(0);
-    const pa::Timing tg = pa::time_kernel([&](int) { h.gather(s0, layers_per_launch); }, 1, kWarmup, ctx.iters, s0);
-    const pa::Timing tt = pa::time_kernel(
-        [&](int) {
-            prefill_to_decode();
-            transfer(s0, s1);
-            join_decode_into_s0();
-        },
-        1, kWarmup, ctx.iters, s0);
-    const pa::Timing ts = pa::time_kernel(
-        [&](int) {
-            prefill_to_decode();
-            h.scatter(s1, layers_per_launch);
-            join_decode_into_s0();
-        },
-        1, kWarmup, ctx.iters, s0);
-    const pa::Timing total = pa::time_kernel(
-        [&](int) {
-            h.gather(s0, layers_per_launch);
-            prefill_to_decode();
-            transfer(s0, s1);
-            prefill_to_decode();  // the scatter waits for the whole transfer (NCCL's recv is already on s1)
-            h.scatter(s1, layers_per_launch);
-            join_decode_into_s0();
-        },
-        1, kWarmup, ctx.iters, s0);
-    sync_all(two ? 2 : 1);
-    // re-check after the timing loop: every repetition wrote the same bytes
-    const uint64_t staging_bad = h.check_prefill_staging() + h.check_decode_staging();
-    const PoolCheck pools = h.check_decode_pools();
-    const bool pass = staging_bad == 0 && pools.mismatches == 0;
-    if (!pass) std::printf("FAIL %s %s after timing: %s\n", variant.c_str(), s.name.c_str(), mismatch_detail(staging_bad, pools).c_str());
-    const int gpus = two ? 2 : 1;
-    const double transfer_ceiling = two ? ctx.peer_gbps : ctx.copy_gbps;
-    const int64_t gc = h.gather_calls(layers_per_launch), sc = h.scatter_calls(layers_per_launch);
-    out.push_back(make_row(ctx, s, variant, "gather", gc, 2 * S, tg, ctx.copy_gbps, gpus, pass));
-    out.push_back(make_row(ctx, s, variant, "transfer", transfer_calls, 2 * S, tt, transfer_ceiling, gpus, pass));
-    out.push_back(make_row(ctx, s, variant, "scatter", sc, 2 * S, ts, ctx.copy_gbps, gpus, pass));
-    out.push_back(make_row(ctx, s, variant, "total", gc + transfer_calls + sc, 6 * S, total, ctx.copy_gbps, gpus, pass));
-    CUDA_CHECK(cudaEventDestroy(on0));
-    CUDA_CHECK(cudaStreamDestroy(s0));
-    if (two) {
-        DeviceGuard g(1);
-        CUDA_CHECK(cudaEventDestroy(on1));
-        CUDA_CHECK(cudaStreamDestroy(s1));
-    } else {
-        CUDA_CHECK(cudaEventDestroy(on1));
-    }
+    return tally.finish();
 }
 
-// The ceiling row: one plain copy of the bytes a stage moves (S), on one GPU or GPU 0 -> 1.
-pa::ResultRow bench_plain_copy(BenchContext& ctx, const StagingShape& s, bool peer) {
-    const int64_t S = make_transfer_plan(s.tp, s.layers, s.tokens).total_bytes();
-    pa::DeviceBuffer<uint8_t> dst;
-    {
-        DeviceGuard g(peer ? 1 : 0);
-        dst.allocate(static_cast<size_t>(S));
+int run_bench(const Selection& sel, const std::vector<StagingVariant>& variants, const pa::Flags& f,
+              const pa::DeviceInfo& info, NcclPair* nccl) {
+    BenchContext ctx;
+    ctx.info = info;
+    ctx.setup.info = info;
+    ctx.setup.iters = f.iters;
+    ctx.setup.warmup = kWarmup;
+    ctx.setup.cold = false;     // the same buffers every repetition
+    ctx.setup.rel_err = false;  // bit-exact: PASS or FAIL
+    ctx.dtype = f.dtype.value_or(pa::DType::bf16);
+    const std::vector<StagingVariant> one = on_gpus(variants, 1), two = on_gpus(variants, 2);
+    ctx.copy_gbps = pa::measured_copy_bandwidth_gbps(info);
+    if (!two.empty()) ctx.peer_gbps = pa::measured_peer_bandwidth_gbps(0, 1);
+    std::printf("\nmeasurement (seed %llu, medians of %d timed repetitions after %d warm-up; per_token %d)\n",
+                static_cast<unsigned long long>(f.seed), f.iters, kWarmup, std::min(f.iters, kPerTokenReps));
+    std::printf("measured device-to-device copy: %.0f GB/s (bytes read + written)", ctx.copy_gbps);
+    if (ctx.peer_gbps > 0) std::printf("; GPU 0 -> GPU 1 peer copy: %.0f GB/s (read + written)", ctx.peer_gbps);
+    std::printf("\nGB/s counts bytes read + bytes written; a stage moves S bytes (2S counted), total = 6S; "
+                "%% copy BW is of the device-to-device copy, of the peer copy on two-GPU transfer rows\n");
+    int failures = 0;
+    bool said_per_token = false;
+    for (const auto& s : sel.bench_shapes) {
+        std::vector<pa::ResultRow> rows;
+        if (!one.empty()) {
+            rows.push_back(bench_plain_copy(ctx, s, false));
+            StagingRun run(s, 0, f.seed, false, nullptr, &ctx);
+            if (wants(one, "per_token") && s.tokens > kPerTokenMaxTokens && !said_per_token) {
+                std::printf("(per_token is run up to %d tokens: above, one run is %lld+ copy calls)\n", kPerTokenMaxTokens,
+                            static_cast<long long>(run.handoff().per_token_calls()));
+                said_per_token = true;
+            }
+            const auto r = pa::measure_variants(run, one, ctx.setup, &failures);
+            rows.insert(rows.end(), r.begin(), r.end());
+        }
+        if (!two.empty()) {
+            rows.push_back(bench_plain_copy(ctx, s, true));
+            StagingRun run(s, 0, f.seed, true, nccl, &ctx);
+            const auto r = pa::measure_variants(run, two, ctx.setup, &failures);
+            rows.insert(rows.end(), r.begin(), r.end());
+        }
+        std::printf("\n%s: %d tokens x %d layers, TP %d -> %d, %d KV heads, S = %.1f MiB per stage\n", s.name.c_str(),
+                    s.tokens, s.layers, s.tp.prefill_tp, s.tp.decode_tp, s.tp.kv_heads,
+                    make_transfer_plan(s.tp, s.layers, s.tokens).total_bytes() / 1048576.0);
+        print_rows(rows);
+        ctx.rows.insert(ctx.rows.end(), rows.begin(), rows.end());
     }
-    DeviceGuard g(0);
-    pa::DeviceBuffer<uint8_t> src(static_cast<size_t>(S));
-    src.fill_bytes(0x3c);
-    const pa::Timing t = pa::time_kernel(
-        [&](int) {
-            if (peer) CUDA_CHECK(cudaMemcpyPeerAsync(dst.get(), 1, src.get(), 0, static_cast<size_t>(S)));
-            else CUDA_CHECK(cudaMemcpyAsync(dst.get(), src.get(), static_cast<size_t>(S), cudaMemcpyDeviceToDevice));
-        },
-        1, kWarmup, ctx.iters);
-    return make_row(ctx, s, peer ? "memcpy_peer" : "memcpy", "transfer", 1, 2.0 * static_cast<double>(S), t,
-                    peer ? ctx.peer_gbps : ctx.copy_gbps, peer ? 2 : 1, true);
+    // staged against per_token, where both ran
+    for (const auto& s : sel.bench_shapes) {
+        const pa::ResultRow *pt = nullptr, *st = nullptr;
+        for (const auto& r : ctx.rows)
+            if (r.shape == s.name && r.get_extra("stage") == "total") {
+                if (r.variant == "per_token") pt = &r;
+                if (r.variant == "staged") st = &r;
+            }
+        if (pt && st)
+            std::printf("%s: staged %.1f us vs per_token %.1f us: %.1fx faster, %s vs %s copy calls\n", s.name.c_str(),
+                        st->us_median, pt->us_median, pt->us_median / st->us_median, st->get_extra("copies").c_str(),
+                        pt->get_extra("copies").c_str());
+    }
+    pa::write_csv_or_exit(kProgram, f.csv, ctx.rows);
+    return failures;
 }
 
 }  // namespace
@@ -406,162 +545,40 @@ int main(int argc, char** argv) {
     const pa::DeviceInfo info = pa::require_gpu(kProgram);
     try {
         const int devices = visible_devices();
-        const bool two_gpus = devices >= 2;
-        const bool want_two = wants(sel, "staged_peer") || wants(sel, "staged_nccl");
-        if (sel.variant_given && want_two && !two_gpus)
-            cannot_run(sel.variants[0] + " needs two GPUs; " + std::to_string(devices) + " visible");
-        if (sel.variant_given && wants(sel, "staged_nccl") && !nccl_built()) cannot_run(std::string("staged_nccl: ") + nccl_description());
         refuse_too_large(f.bench_only ? sel.bench_shapes : sel.check_shapes, info);
         if (!f.check_only) refuse_too_large(sel.bench_shapes, info);
 
         std::printf("Lesson 07: KV staging between a prefill and a decode server of different TP\n");
         std::printf("GPU: %s\n", info.summary().c_str());
         std::printf("%d GPU%s visible; %s\n", devices, devices == 1 ? "" : "s", nccl_description());
-        bool peer_ok = false;
-        if (two_gpus && want_two) {
-            peer_ok = enable_peer_access(0, 1);
+        // one line for each variant this machine or build cannot run
+        std::vector<StagingVariant> variants =
+            pa::runnable_variants_or_exit(kProgram, sel.variants, [&](const StagingVariant& v) -> std::string {
+                if (v.gpus > devices) return pa::strf("%s: unavailable: needs two GPUs, %d visible", v.name.c_str(), devices);
+                if (v.name == "staged_nccl" && !nccl_built()) return "staged_nccl: unavailable: " + std::string(nccl_description());
+                return "";
+            });
+        std::unique_ptr<NcclPair> nccl;
+        if (!on_gpus(variants, 2).empty()) {
+            const bool peer_ok = enable_peer_access(0, 1);
             std::printf("two-GPU rows: prefill ranks on GPU 0, decode ranks on GPU 1 (peer access %s)\n",
                         peer_ok ? "enabled" : "not available: peer copies go through the host");
-        } else if (want_two) {
-            std::printf("two-GPU rows (staged_peer, staged_nccl) skipped: they need two GPUs, %d visible\n", devices);
-        }
-        const bool run_nccl = two_gpus && wants(sel, "staged_nccl") && nccl_built();
-        if (two_gpus && wants(sel, "staged_nccl") && !nccl_built())
-            std::printf("staged_nccl skipped: %s\n", nccl_description());
-        std::unique_ptr<NcclPair> nccl;
-        if (run_nccl) {
-            try {
-                nccl = std::make_unique<NcclPair>(0, 1);
-            } catch (const pa::CudaError& e) {
-                if (sel.variant_given) throw;
-                std::printf("staged_nccl skipped: %s\n", e.what());
+            if (wants(variants, "staged_nccl")) {
+                try {
+                    nccl = std::make_unique<NcclPair>(0, 1);
+                } catch (const pa::CudaError& e) {
+                    if (sel.variant_given) throw;
+                    std::printf("staged_nccl skipped: %s\n", e.what());
+                    variants.erase(std::remove_if(variants.begin(), variants.end(),
+                                                  [](const StagingVariant& v) { return v.name == "staged_nccl"; }),
+                                   variants.end());
+                }
             }
         }
 
         int failures = 0;
-        if (!f.bench_only) {
-            std::printf("\ncorrectness check (seed %llu): bit-exact, every element a hash of (request, layer, K/V, head, "
-                        "token, d); cached-prefix and unowned pages must keep their background\n",
-                        f.seed);
-            CheckTally tally;
-            for (const auto& s : sel.check_shapes) {
-                check_shape(s, sel, f.seed, false, nullptr, tally);
-                if (two_gpus && want_two) check_shape(s, sel, f.seed, true, nccl.get(), tally);
-            }
-            if (wants(sel, "staged")) {
-                // the server loop for the first three TP configurations among the checked shapes
-                // (with the default shapes: 4 -> 2, 2 -> 4 and 1 -> 4 with 2 heads, the table's)
-                std::vector<StagingShape> loops;
-                for (const auto& s : sel.check_shapes) {
-                    bool seen = false;
-                    for (const auto& l : loops)
-                        seen |= l.tp.prefill_tp == s.tp.prefill_tp && l.tp.decode_tp == s.tp.decode_tp && l.tp.kv_heads == s.tp.kv_heads;
-                    if (!seen && loops.size() < 3) loops.push_back(s);
-                }
-                for (const auto& s : loops) {
-                    ServerLoopConfig cfg;
-                    cfg.tp = s.tp;
-                    cfg.requests = sel.requests;
-                    cfg.seed = f.seed;
-                    const ServerLoopResult r = run_server_loop(cfg);
-                    tally.line(r.pass(), "server loop",
-                               pa::strf("tp%dto%d-kv%d: %d requests, %lld tokens, ring %.1f MiB per decode rank, %lld rounds, "
-                                        "%lld waits on the watermark%s%s%s",
-                                        s.tp.prefill_tp, s.tp.decode_tp, s.tp.kv_heads, r.requests, static_cast<long long>(r.tokens),
-                                        r.ring_bytes / 1048576.0, static_cast<long long>(r.rounds), static_cast<long long>(r.waits),
-                                        r.failure.empty() ? "" : "; ", r.failure.c_str(),
-                                        r.mismatches ? pa::strf("; %llu wrong, first: %s", static_cast<unsigned long long>(r.mismatches), r.first.c_str()).c_str() : ""));
-                }
-            }
-            std::printf("%d/%d %s\n", tally.passed, tally.total, tally.passed == tally.total ? "PASS" : "FAIL");
-            failures += tally.total - tally.passed;
-        }
-
-        if (!f.check_only) {
-            BenchContext ctx;
-            ctx.info = info;
-            ctx.iters = f.iters;
-            ctx.dtype = f.dtype.value_or(pa::DType::bf16);
-            ctx.copy_gbps = pa::measured_copy_bandwidth_gbps(info);
-            if (two_gpus && want_two) ctx.peer_gbps = pa::measured_peer_bandwidth_gbps(0, 1);
-            std::printf("\nmeasurement (seed %llu, medians of %d timed repetitions after %d warm-up; per_token %d)\n", f.seed,
-                        f.iters, kWarmup, std::min(f.iters, kPerTokenReps));
-            std::printf("measured device-to-device copy: %.0f GB/s (bytes read + written)", ctx.copy_gbps);
-            if (ctx.peer_gbps > 0) std::printf("; GPU 0 -> GPU 1 peer copy: %.0f GB/s (read + written)", ctx.peer_gbps);
-            std::printf("\nGB/s counts bytes read + bytes written; a stage moves S bytes (2S counted), total = 6S; "
-                        "%% copy BW is of the device-to-device copy, of the peer copy on two-GPU transfer rows\n");
-            bool said_per_token = false;
-            for (const auto& s : sel.bench_shapes) {
-                std::vector<pa::ResultRow> rows;
-                const int all = 2 * s.layers;
-                if (wants(sel, "staged") || wants(sel, "per_layer") || wants(sel, "per_token"))
-                    rows.push_back(bench_plain_copy(ctx, s, false));
-                {
-                    Handoff h(s, 0, f.seed, 0, 0);
-                    h.fill_prefill();
-                    if (wants(sel, "per_token")) {
-                        if (s.tokens <= kPerTokenMaxTokens) {
-                            h.reset_decode();
-                            DeviceGuard g(0);
-                            const pa::Timing t = pa::time_kernel([&](int) { h.per_token(nullptr); }, 1, 1,
-                                                                 std::min(f.iters, kPerTokenReps));
-                            const PoolCheck p = h.check_decode_pools();
-                            rows.push_back(make_row(ctx, s, "per_token", "total", h.per_token_calls(),
-                                                    2.0 * static_cast<double>(h.plan().total_bytes()), t, ctx.copy_gbps, 1,
-                                                    p.mismatches == 0));
-                        } else if (!said_per_token) {
-                            std::printf("(per_token is run up to %d tokens: above, one run is %lld+ copy calls)\n",
-                                        kPerTokenMaxTokens, static_cast<long long>(h.per_token_calls()));
-                            said_per_token = true;
-                        }
-                    }
-                    if (wants(sel, "per_layer"))
-                        bench_stages(ctx, h, "per_layer", 1, [&](cudaStream_t a, cudaStream_t) { h.transfer(a, 1); },
-                                     h.transfer_calls(1), rows);
-                    if (wants(sel, "staged"))
-                        bench_stages(ctx, h, "staged", all, [&](cudaStream_t a, cudaStream_t) { h.transfer(a, all); },
-                                     h.transfer_calls(all), rows);
-                }
-                if (two_gpus && want_two) {
-                    rows.push_back(bench_plain_copy(ctx, s, true));
-                    Handoff h(s, 0, f.seed, 0, 1);
-                    h.fill_prefill();
-                    if (wants(sel, "staged_peer"))
-                        bench_stages(ctx, h, "staged_peer", all, [&](cudaStream_t a, cudaStream_t) { h.transfer(a, all); },
-                                     h.transfer_calls(all), rows);
-                    if (nccl)
-                        bench_stages(ctx, h, "staged_nccl", all,
-                                     [&](cudaStream_t a, cudaStream_t b) { h.transfer_nccl(*nccl, a, b); },
-                                     2 * static_cast<int64_t>(h.plan().pairs.size()), rows);
-                }
-                std::printf("\n%s: %d tokens x %d layers, TP %d -> %d, %d KV heads, S = %.1f MiB per stage\n", s.name.c_str(),
-                            s.tokens, s.layers, s.tp.prefill_tp, s.tp.decode_tp, s.tp.kv_heads,
-                            make_transfer_plan(s.tp, s.layers, s.tokens).total_bytes() / 1048576.0);
-                print_rows(rows);
-                for (const auto& r : rows) {
-                    failures += r.check != "PASS";
-                    ctx.rows.push_back(r);
-                }
-            }
-            // staged against per_token, where both ran
-            for (const auto& s : sel.bench_shapes) {
-                const pa::ResultRow *pt = nullptr, *st = nullptr;
-                for (const auto& r : ctx.rows)
-                    if (r.shape == s.name && r.get_extra("stage") == "total") {
-                        if (r.variant == "per_token") pt = &r;
-                        if (r.variant == "staged") st = &r;
-                    }
-                if (pt && st)
-                    std::printf("%s: staged %.1f us vs per_token %.1f us: %.1fx faster, %s vs %s copy calls\n", s.name.c_str(),
-                                st->us_median, pt->us_median, pt->us_median / st->us_median, st->get_extra("copies").c_str(),
-                                pt->get_extra("copies").c_str());
-            }
-            if (!f.csv.empty()) {
-                std::string err;
-                if (!pa::write_csv(f.csv, ctx.rows, &err)) bad_input(err);
-                std::printf("wrote %zu rows to %s\n", ctx.rows.size(), f.csv.c_str());
-            }
-        }
+        if (!f.bench_only) failures += run_checks(sel, variants, f.seed, nccl.get());
+        if (!f.check_only) failures += run_bench(sel, variants, f, info, nccl.get());
         return failures ? 1 : 0;
     } catch (const std::exception& e) {
         std::fprintf(stderr, "error: %s: %s\n", kProgram, e.what());
