@@ -1,6 +1,7 @@
-// Lesson 02's ladder (thread groups, wide loads, the grouped CTA with its ring in both
-// mappings, tensor cores, copy warps; the automatic choice) on the GPU, against the
-// double-precision reference. Every test here is labelled `gpu`.
+// Lesson 02's ladder (thread groups, wide loads, the grouped CTA's steps: its logits, the
+// online softmax, the cp.async ring, V owners with the ring in both mappings; tensor cores,
+// copy warps; the automatic choice) on the GPU, against the double-precision reference.
+// Every test here is labelled `gpu`.
 #include <catch2/catch_test_macros.hpp>
 
 #include <algorithm>
@@ -39,7 +40,74 @@ TEST_CASE("lesson02 steps 1 and 2, every TGS, match the reference on 60 random c
     CHECK(r.refused == 0);
 }
 
-TEST_CASE("lesson02 step 3 per_head, every TGS, matches the reference on 60 random cases (seed 20250202)", "[gpu][lesson02]") {
+// Step 3 keeps every head's logits of the whole context in shared memory and refuses, by
+// name, a context whose logits do not fit (random cases reach ctx 2000 with 32 heads).
+bool logits_refusal(const pa::DecodeVariant& v, const pa::DecodeShape& s, const pa::DeviceInfo& info) {
+    return v.name == "grouped_logits_tgs8" && v.why_not(s, info).find("logits") != std::string::npos;
+}
+
+TEST_CASE("lesson02 steps 3, 4 and 5 (grouped_logits, online_softmax, cp_async_ring) match the reference on 60 random "
+          "cases (seed 20250202)",
+          "[gpu][lesson02]") {
+    const pa::DeviceInfo info = pa::testing::gpu_for_test();
+    pa::testing::RandomCheckOptions options;
+    options.may_refuse = [&](const pa::DecodeVariant& v, const pa::DecodeShape& s) { return logits_refusal(v, s, info); };
+    const auto r = pa::testing::check_variants_on_random_cases(
+        variants_named({"grouped_logits_tgs8", "online_softmax_tgs8", "cp_async_ring_tgs8"}), kSeed, 60, {}, options);
+    CHECK(r.checked + r.refused == 180);
+    CHECK(r.checked >= 150);
+    CHECK(r.passed == r.checked);
+}
+
+// Steps 3 to 5 on named shapes: mixed lengths in one batch, ctx 1, contexts that are not a
+// multiple of the 16 (steps 3, 4) or 32 (step 5) tokens a CTA step takes, contexts that cross
+// the chunks of steps 4 and 5 (1024 tokens at 8 heads a CTA, 256 at 32), GQA, MQA, MHA, a
+// group of 6 run as 8, every D and page size.
+TEST_CASE("lesson02 steps 3, 4 and 5 on mixed, uneven and chunk-crossing contexts, GQA and MQA", "[gpu][lesson02]") {
+    const pa::DeviceInfo info = pa::testing::gpu_for_test();
+    const pa::DType f = pa::DType::fp16, b = pa::DType::bf16;
+    const pa::DecodeShape shapes[] = {
+        pa::make_shape("gqa4-mixed", 16, 4, {1, 17, 100, 129, 300, 1000}, 128, 16, b),
+        pa::make_shape("mqa-g32", 32, 1, {1, 31, 33, 250, 1025}, 128, 16, f),
+        pa::make_shape("mha-D256", 4, 4, {1, 37, 513}, 256, 32, b),
+        pa::make_shape("g2-D64-pages8", 4, 2, {3, 65, 129, 1}, 64, 8, f),
+        pa::make_shape("g8-chunks", 16, 2, {1023, 1024, 1025, 2500}, 128, 16, b),
+        pa::make_shape("g6-as-8", 12, 2, {700, 1030, 1}, 128, 16, f),
+        pa::make_shape("g8-D256-pages32", 8, 1, {11, 300, 65}, 256, 32, f),
+    };
+    const auto variants = variants_named({"grouped_logits_tgs8", "online_softmax_tgs8", "cp_async_ring_tgs8"});
+    for (const auto& s : shapes) {
+        const pa::DecodeProblem p = pa::make_decode_problem(s, kSeed + 8);
+        const std::vector<double> ref = pa::reference::softmax_decode(p);
+        pa::DeviceDecodeProblem dev(p);
+        for (const auto& v : variants) {
+            INFO(v.name << " on " << s.name);
+            REQUIRE(v.why_not(s, info).empty());  // every one fits a GPU with 163+ KiB a CTA
+            const pa::CheckResult r = pa::check_once(v, dev, p, ref);
+            INFO(r.message);
+            CHECK(r.pass);
+        }
+    }
+}
+
+// Step 3 refuses by name the context whose logits do not fit; step 4, its online softmax,
+// runs it.
+TEST_CASE("lesson02 step 3 refuses logits that do not fit; step 4 runs the same shape", "[gpu][lesson02]") {
+    const pa::DeviceInfo info = pa::testing::gpu_for_test();
+    const pa::DecodeShape s = pa::make_shape("mqa-g32-ctx4000", 32, 1, {4000, 17}, 128, 16, pa::DType::bf16);
+    const auto v = variants_named({"grouped_logits_tgs8", "online_softmax_tgs8"});
+    const std::string why = v[0].why_not(s, info);
+    INFO(why);
+    CHECK(why.find("logits of 32 heads") != std::string::npos);
+    REQUIRE(v[1].why_not(s, info).empty());
+    const pa::DecodeProblem p = pa::make_decode_problem(s, kSeed + 9);
+    pa::DeviceDecodeProblem dev(p);
+    const pa::CheckResult r = pa::check_once(v[1], dev, p, pa::reference::softmax_decode(p));
+    INFO(r.message);
+    CHECK(r.pass);
+}
+
+TEST_CASE("lesson02 step 6 per_head, every TGS, matches the reference on 60 random cases (seed 20250202)", "[gpu][lesson02]") {
     const auto r = pa::testing::check_variants_on_random_cases(
         variants_named({"per_head_tgs4", "per_head_tgs8", "per_head_tgs16"}), kSeed, 60);
     CHECK(r.checked >= 180);
@@ -47,7 +115,7 @@ TEST_CASE("lesson02 step 3 per_head, every TGS, matches the reference on 60 rand
     CHECK(r.refused == 0);
 }
 
-TEST_CASE("lesson02 step 3 grouped, every TGS, matches the reference on 60 random cases (seed 20250202)", "[gpu][lesson02]") {
+TEST_CASE("lesson02 step 6 grouped, every TGS, matches the reference on 60 random cases (seed 20250202)", "[gpu][lesson02]") {
     const auto r = pa::testing::check_variants_on_random_cases(
         variants_named({"grouped_tgs4", "grouped_tgs8", "grouped_tgs16"}), kSeed, 60);
     CHECK(r.checked >= 180);
@@ -55,7 +123,7 @@ TEST_CASE("lesson02 step 3 grouped, every TGS, matches the reference on 60 rando
     CHECK(r.refused == 0);
 }
 
-TEST_CASE("lesson02 steps 4 and 5 (tensor cores) and auto match the reference on 60 random cases (seed 20250205)",
+TEST_CASE("lesson02 steps 7 and 8 (tensor cores) and auto match the reference on 60 random cases (seed 20250205)",
           "[gpu][lesson02]") {
     const auto r = pa::testing::check_variants_on_random_cases(variants_named({"grouped_mma", "grouped_mma_ws", "auto"}),
                                                                kSeed + 3, 60);
@@ -64,8 +132,8 @@ TEST_CASE("lesson02 steps 4 and 5 (tensor cores) and auto match the reference on
     CHECK(r.refused == 0);
 }
 
-// Step 6 needs sm_90 and an sm_90 build; elsewhere it must refuse by name, never run.
-bool step6_runs_here(const pa::DeviceInfo& info) {
+// Step 9 needs sm_90 and an sm_90 build; elsewhere it must refuse by name, never run.
+bool bulk_runs_here(const pa::DeviceInfo& info) {
     const pa::DecodeShape s = pa::make_shape("probe", 8, 1, {100});
     const std::string why = lesson02::why_not({lesson02::Step::grouped_mma_bulk}, s, info);
     if (!why.empty()) {
@@ -75,28 +143,30 @@ bool step6_runs_here(const pa::DeviceInfo& info) {
     return why.empty();
 }
 
-// The refusals lesson 02 documents beyond shared memory and group size: steps 6 and 7 off
-// sm_90 (or in a build without sm_90 code), and step 7 on pages smaller than its units.
+// The refusals lesson 02 documents beyond shared memory and group size: step 3 on logits that
+// do not fit, steps 9 and 10 off sm_90 (or in a build without sm_90 code), and step 10 on
+// pages smaller than its units.
 bool documented_refusal(const pa::DecodeVariant& v, const pa::DecodeShape& s, const pa::DeviceInfo& info) {
+    if (logits_refusal(v, s, info)) return true;
     if (v.name != "grouped_mma_bulk" && v.name != "grouped_mma_units") return false;
-    if (!step6_runs_here(info)) return true;
-    return v.name == "grouped_mma_units" && s.block_size < lesson02::step5::tile_tokens(s.D) / 8;
+    if (!bulk_runs_here(info)) return true;
+    return v.name == "grouped_mma_units" && s.block_size < lesson02::step8::tile_tokens(s.D) / 8;
 }
 
-TEST_CASE("lesson02 step 6 (bulk rows) matches the reference on 60 random cases (seed 20250205)", "[gpu][lesson02]") {
+TEST_CASE("lesson02 step 9 (bulk rows) matches the reference on 60 random cases (seed 20250205)", "[gpu][lesson02]") {
     const pa::DeviceInfo info = pa::testing::gpu_for_test();
-    if (!step6_runs_here(info)) SKIP("step 6 needs sm_90 and an sm_90 build");
+    if (!bulk_runs_here(info)) SKIP("step 9 needs sm_90 and an sm_90 build");
     const auto r = pa::testing::check_variants_on_random_cases(variants_named({"grouped_mma_bulk"}), kSeed + 3, 60);
     CHECK(r.checked >= 60);
     CHECK(r.passed == r.checked);
     CHECK(r.refused == 0);
 }
 
-// Step 7 refuses pages smaller than its units (8 tokens at D 64 and 128) by name and runs
+// Step 10 refuses pages smaller than its units (8 tokens at D 64 and 128) by name and runs
 // the rest; contexts that end inside a unit, inside a tile, or at 1 token are among them.
-TEST_CASE("lesson02 step 7 (unit copies) matches the reference on 60 random cases (seed 20250205)", "[gpu][lesson02]") {
+TEST_CASE("lesson02 step 10 (unit copies) matches the reference on 60 random cases (seed 20250205)", "[gpu][lesson02]") {
     const pa::DeviceInfo info = pa::testing::gpu_for_test();
-    if (!step6_runs_here(info)) SKIP("step 7 needs sm_90 and an sm_90 build");
+    if (!bulk_runs_here(info)) SKIP("step 10 needs sm_90 and an sm_90 build");
     pa::testing::RandomCheckOptions options;
     options.may_refuse = [&](const pa::DecodeVariant& v, const pa::DecodeShape& s) { return documented_refusal(v, s, info); };
     const auto r = pa::testing::check_variants_on_random_cases(variants_named({"grouped_mma_units"}), kSeed + 3, 60, {},
@@ -120,24 +190,24 @@ TEST_CASE("lesson02 step 7 (unit copies) matches the reference on 60 random case
     }
 }
 
-// A grid larger than the GPU with one 8-head column block takes step 5's two-CTAs-per-SM
-// layout (a 3-slot ring), and step 6's: check both for every D and both dtypes, groups 1, 2
+// A grid larger than the GPU with one 8-head column block takes step 8's two-CTAs-per-SM
+// layout (a 3-slot ring), and step 9's: check both for every D and both dtypes, groups 1, 2
 // and 8, with contexts that end inside a tile, and that two CTAs really fit on an SM.
 TEST_CASE("lesson02 grouped_mma_ws and grouped_mma_bulk with two CTAs per SM (grids larger than the GPU)",
           "[gpu][lesson02]") {
     const pa::DeviceInfo info = pa::testing::gpu_for_test();
     std::vector<std::string> names = {"grouped_mma_ws"};
-    if (step6_runs_here(info)) {
+    if (bulk_runs_here(info)) {
         names.push_back("grouped_mma_bulk");
         names.push_back("grouped_mma_units");
     }
     // a grid that fits the GPU, and 16 heads a CTA: one CTA per SM
-    CHECK(lesson02::step5::geometry(pa::make_shape("fits", 8, 1, std::vector<int>(info.sms, 100)), info).ctas_per_sm == 1);
-    CHECK(lesson02::step5::geometry(pa::make_shape("g16", 16, 1, std::vector<int>(info.sms + 1, 100)), info).ctas_per_sm == 1);
-    if (names.size() > 1) {  // step 7: the shallow ring once the grid covers 90 % of the SMs, the deep one below
-        CHECK(lesson02::step7::geometry(pa::make_shape("fits", 8, 1, std::vector<int>(info.sms, 100)), info).ctas_per_sm == 2);
-        CHECK(lesson02::step7::geometry(pa::make_shape("half", 8, 1, std::vector<int>(info.sms / 2, 100)), info).ctas_per_sm == 1);
-        CHECK(lesson02::step7::ctas_per_sm(pa::make_shape("g16", 16, 1, std::vector<int>(info.sms, 100)), info) == 1);
+    CHECK(lesson02::step8::geometry(pa::make_shape("fits", 8, 1, std::vector<int>(info.sms, 100)), info).ctas_per_sm == 1);
+    CHECK(lesson02::step8::geometry(pa::make_shape("g16", 16, 1, std::vector<int>(info.sms + 1, 100)), info).ctas_per_sm == 1);
+    if (names.size() > 1) {  // step 10: the shallow ring once the grid covers 90 % of the SMs, the deep one below
+        CHECK(lesson02::step10::geometry(pa::make_shape("fits", 8, 1, std::vector<int>(info.sms, 100)), info).ctas_per_sm == 2);
+        CHECK(lesson02::step10::geometry(pa::make_shape("half", 8, 1, std::vector<int>(info.sms / 2, 100)), info).ctas_per_sm == 1);
+        CHECK(lesson02::step10::ctas_per_sm(pa::make_shape("g16", 16, 1, std::vector<int>(info.sms, 100)), info) == 1);
     }
     const int dims[] = {64, 128, 256};
     const int groups[] = {1, 2, 8};
@@ -151,10 +221,10 @@ TEST_CASE("lesson02 grouped_mma_ws and grouped_mma_bulk with two CTAs per SM (gr
                 const pa::DecodeShape s =
                     pa::make_shape("two-per-sm-D" + std::to_string(D) + "-g" + std::to_string(group), Hkv * group, Hkv, ctx, D, 16, t);
                 INFO(s.name << " " << pa::dtype_name(t));
-                CHECK(lesson02::step5::geometry(s, info).ctas_per_sm == 2);
+                CHECK(lesson02::step8::geometry(s, info).ctas_per_sm == 2);
                 if (names.size() > 1) {
-                    CHECK(lesson02::step6::geometry(s, info).ctas_per_sm == 2);
-                    CHECK(lesson02::step7::geometry(s, info).ctas_per_sm == 2);
+                    CHECK(lesson02::step9::geometry(s, info).ctas_per_sm == 2);
+                    CHECK(lesson02::step10::geometry(s, info).ctas_per_sm == 2);
                 }
                 const pa::DecodeProblem p = pa::make_decode_problem(s, kSeed + 4);
                 pa::DeviceDecodeProblem dev(p);
@@ -184,18 +254,18 @@ TEST_CASE("lesson02 grouped_mma_ws's timeline build: the same output and an orde
     const pa::DecodeVariant mma = variants_named({"grouped_mma_ws"})[0];
     for (const auto& s : shapes) {
         INFO(s.name);
-        REQUIRE(lesson02::step5::timeline_why_not(s, info).empty());
+        REQUIRE(lesson02::step8::timeline_why_not(s, info).empty());
         const pa::DecodeProblem p = pa::make_decode_problem(s, kSeed + 6);
         pa::DeviceDecodeProblem dev(p);
         const pa::CheckResult r = pa::check_once(mma, dev, p, pa::reference::softmax_decode(p));
         REQUIRE(r.pass);
         const std::vector<uint16_t> plain = dev.download_output();
 
-        const int tile = lesson02::step5::tile_tokens(s.D);
+        const int tile = lesson02::step8::tile_tokens(s.D);
         const int stride = pa::timeline_stride(s.max_ctx(), tile);
         pa::DeviceBuffer<uint64_t> record(static_cast<size_t>(s.B) * s.Hkv * stride);
         dev.poison_output();
-        lesson02::step5::launch_timeline(dev.args(), record.get(), stride, nullptr);
+        lesson02::step8::launch_timeline(dev.args(), record.get(), stride, nullptr);
         CUDA_CHECK(cudaDeviceSynchronize());
         CHECK(dev.download_output() == plain);
         const pa::TimelineSummary t = pa::summarize_timeline(record.download(), stride, s.Hkv, s.ctx, tile, s.D * 2);
@@ -204,7 +274,7 @@ TEST_CASE("lesson02 grouped_mma_ws's timeline build: the same output and an orde
         CHECK(t.landed_all <= t.end_last);
         CHECK(t.sms_used >= std::min(t.ctas, info.sms) / 2);
     }
-    CHECK(lesson02::step5::timeline_why_not(pa::make_shape("timeline-d64", 8, 1, {10}, 64, 16, pa::DType::fp16), info) != "");
+    CHECK(lesson02::step8::timeline_why_not(pa::make_shape("timeline-d64", 8, 1, {10}, 64, 16, pa::DType::fp16), info) != "");
 }
 
 // The group-mask trap: contexts that are not a multiple of the tokens a CTA step takes,
@@ -235,7 +305,7 @@ TEST_CASE("lesson02 every variant passes the uneven-step and chunk-crossing shap
         }
     }
     CHECK(runs + refused == static_cast<int>(shapes.size() * lesson02::all_variants().size()));
-    CHECK(refused <= 2 * static_cast<int>(shapes.size()));  // steps 6 and 7 at most
+    CHECK(refused <= 3 * static_cast<int>(shapes.size()));  // steps 3, 9 and 10 at most
 }
 
 TEST_CASE("lesson02 every context length 1..70 for every step and TGS", "[gpu][lesson02]") {
@@ -249,7 +319,8 @@ TEST_CASE("lesson02 every context length 1..70 for every step and TGS", "[gpu][l
     pa::DeviceDecodeProblem dev(p);
     for (const auto& v : variants) {
         INFO(v.name);
-        if (documented_refusal(v, s, info) && !v.why_not(s, info).empty()) continue;  // steps 6 and 7 off sm_90
+        if (documented_refusal(v, s, info) && !v.why_not(s, info).empty()) continue;  // steps 9 and 10 off sm_90
+        REQUIRE(v.why_not(s, info).empty());
         const pa::CheckResult r = pa::check_once(v, dev, p, ref);
         INFO(r.message);
         CHECK(r.pass);
@@ -261,6 +332,8 @@ TEST_CASE("lesson02 grouped refuses a group above 32 by name; per_head runs it",
     pa::DecodeShape s = pa::make_decode_shape("g64", 2, 64, 1, 100, pa::DType::fp16);
     const lesson02::Config grouped{lesson02::Step::grouped, lesson02::Mapping::grouped, 8};
     CHECK(lesson02::why_not(grouped, s, info).find("group 64") != std::string::npos);
+    for (const lesson02::Step st : {lesson02::Step::grouped_logits, lesson02::Step::online_softmax, lesson02::Step::cp_async_ring})
+        CHECK(lesson02::why_not({st, lesson02::Mapping::grouped, 8}, s, info).find("group 64") != std::string::npos);
     CHECK(lesson02::why_not({lesson02::Step::grouped_mma}, s, info).find("group 64") != std::string::npos);
     CHECK(lesson02::why_not({lesson02::Step::grouped_mma_ws}, s, info).find("group 64") != std::string::npos);
     CHECK(lesson02::why_not({lesson02::Step::grouped_mma_bulk}, s, info).find("group 64") != std::string::npos);
@@ -281,10 +354,10 @@ TEST_CASE("lesson02 auto follows its stated rule", "[gpu][lesson02]") {
         return lesson02::config_name(lesson02::auto_config(s, gpu));
     };
     // the grouped tensor-core CTA by default, MHA included (on a GPU where its ring fits: 163+
-    // KiB a CTA): step 7 on sm_90 (pages of 16 here), else step 5
+    // KiB a CTA): step 10 on sm_90 (pages of 16 here), else step 8
     REQUIRE(info.smem_per_block_optin >= 163 * 1024);
     REQUIRE(info.sms >= 128);
-    const std::string grouped = step6_runs_here(info) ? "grouped_mma_units" : "grouped_mma_ws";
+    const std::string grouped = bulk_runs_here(info) ? "grouped_mma_units" : "grouped_mma_ws";
     CHECK(picks(16, 64, 8, info) == grouped);    // llama70b-B16
     CHECK(picks(1, 64, 8, info) == grouped);     // 8 grouped CTAs
     CHECK(picks(16, 32, 1, info) == grouped);    // MQA, 16 grouped CTAs
@@ -292,12 +365,12 @@ TEST_CASE("lesson02 auto follows its stated rule", "[gpu][lesson02]") {
     CHECK(picks(4, 32, 32, info) == grouped);    // MHA, 128 CTAs (<= SMs: one per SM)
     CHECK(picks(128, 32, 32, info) == grouped);  // MHA, 4096 CTAs
     CHECK(picks(16, 64, 4, info) == grouped);    // 64 CTAs of 16 heads: one per SM
-    // pages of 8 (smaller than step 7's units): step 6 where step 5 runs two CTAs per SM, else step 5
+    // pages of 8 (smaller than step 10's units): step 9 where step 8 runs two CTAs per SM, else step 8
     auto picks_pages8 = [&](int B, int H, int Hkv) {
         const pa::DecodeShape s = pa::make_shape("rule8", H, Hkv, std::vector<int>(B, 1000), 128, 8, pa::DType::fp16);
         return lesson02::config_name(lesson02::auto_config(s, info));
     };
-    const std::string two_per_sm = step6_runs_here(info) ? "grouped_mma_bulk" : "grouped_mma_ws";
+    const std::string two_per_sm = bulk_runs_here(info) ? "grouped_mma_bulk" : "grouped_mma_ws";
     CHECK(picks_pages8(128, 32, 32) == two_per_sm);  // MHA, 4096 CTAs
     CHECK(picks_pages8(64, 8, 4) == two_per_sm);     // h8kv4-B64: 256 CTAs
     CHECK(picks_pages8(16, 64, 8) == "grouped_mma_ws");  // 128 CTAs: one per SM
@@ -307,7 +380,7 @@ TEST_CASE("lesson02 auto follows its stated rule", "[gpu][lesson02]") {
     CHECK(picks(1, 2, 2, info) == "per_head_tgs4");  // MHA with 2 heads: 2 CTAs either way
     // a group above 32 has no grouped kernel
     CHECK(picks(64, 64, 1, info) == "per_head_tgs4");
-    // a GPU that gives a CTA 99 KiB (sm_86, sm_89): step 5's ring does not fit, step 4's does
+    // a GPU that gives a CTA 99 KiB (sm_86, sm_89): step 8's ring does not fit, step 7's does
     pa::DeviceInfo small = info;
     small.smem_per_block_optin = 99 * 1024;
     CHECK(picks(16, 64, 8, small) == "grouped_mma");

@@ -11,6 +11,9 @@ std::string config_name(const Config& c) {
     switch (c.step) {
         case Step::thread_groups: return "thread_groups" + tgs;
         case Step::wide_loads: return "wide_loads" + tgs;
+        case Step::grouped_logits: return "grouped_logits" + tgs;
+        case Step::online_softmax: return "online_softmax" + tgs;
+        case Step::cp_async_ring: return "cp_async_ring" + tgs;
         case Step::grouped: return (c.mapping == Mapping::per_head ? "per_head" : "grouped") + tgs;
         case Step::grouped_mma: return "grouped_mma";
         case Step::grouped_mma_ws: return "grouped_mma_ws";
@@ -24,11 +27,14 @@ std::string why_not(const Config& c, const pa::DecodeShape& s, const pa::DeviceI
     switch (c.step) {
         case Step::thread_groups: return step1::why_not(s, c.tgs, info);
         case Step::wide_loads: return step2::why_not(s, c.tgs, info);
-        case Step::grouped: return step3::why_not(c.mapping, s, c.tgs, info);
-        case Step::grouped_mma: return step4::why_not(s, info);
-        case Step::grouped_mma_ws: return step5::why_not(s, info);
-        case Step::grouped_mma_bulk: return step6::why_not(s, info);
-        case Step::grouped_mma_units: return step7::why_not(s, info);
+        case Step::grouped_logits: return step3::why_not(s, c.tgs, info);
+        case Step::online_softmax: return step4::why_not(s, c.tgs, info);
+        case Step::cp_async_ring: return step5::why_not(s, c.tgs, info);
+        case Step::grouped: return step6::why_not(c.mapping, s, c.tgs, info);
+        case Step::grouped_mma: return step7::why_not(s, info);
+        case Step::grouped_mma_ws: return step8::why_not(s, info);
+        case Step::grouped_mma_bulk: return step9::why_not(s, info);
+        case Step::grouped_mma_units: return step10::why_not(s, info);
     }
     return "unknown step";
 }
@@ -37,11 +43,14 @@ void launch(const pa::PagedDecodeArgs& a, const Config& c, cudaStream_t stream) 
     switch (c.step) {
         case Step::thread_groups: return step1::launch(a, c.tgs, stream);
         case Step::wide_loads: return step2::launch(a, c.tgs, stream);
-        case Step::grouped: return step3::launch(c.mapping, a, c.tgs, stream);
-        case Step::grouped_mma: return step4::launch(a, stream);
-        case Step::grouped_mma_ws: return step5::launch(a, stream);
-        case Step::grouped_mma_bulk: return step6::launch(a, stream);
-        case Step::grouped_mma_units: return step7::launch(a, stream);
+        case Step::grouped_logits: return step3::launch(a, c.tgs, stream);
+        case Step::online_softmax: return step4::launch(a, c.tgs, stream);
+        case Step::cp_async_ring: return step5::launch(a, c.tgs, stream);
+        case Step::grouped: return step6::launch(c.mapping, a, c.tgs, stream);
+        case Step::grouped_mma: return step7::launch(a, stream);
+        case Step::grouped_mma_ws: return step8::launch(a, stream);
+        case Step::grouped_mma_bulk: return step9::launch(a, stream);
+        case Step::grouped_mma_units: return step10::launch(a, stream);
     }
 }
 
@@ -49,27 +58,30 @@ pa::LaunchGeometry geometry(const Config& c, const pa::DecodeShape& s, const pa:
     switch (c.step) {
         case Step::thread_groups: return step1::geometry(s, c.tgs, info);
         case Step::wide_loads: return step2::geometry(s, c.tgs, info);
-        case Step::grouped: return step3::geometry(c.mapping, s, c.tgs, info);
-        case Step::grouped_mma: return step4::geometry(s, info);
-        case Step::grouped_mma_ws: return step5::geometry(s, info);
-        case Step::grouped_mma_bulk: return step6::geometry(s, info);
-        case Step::grouped_mma_units: return step7::geometry(s, info);
+        case Step::grouped_logits: return step3::geometry(s, c.tgs, info);
+        case Step::online_softmax: return step4::geometry(s, c.tgs, info);
+        case Step::cp_async_ring: return step5::geometry(s, c.tgs, info);
+        case Step::grouped: return step6::geometry(c.mapping, s, c.tgs, info);
+        case Step::grouped_mma: return step7::geometry(s, info);
+        case Step::grouped_mma_ws: return step8::geometry(s, info);
+        case Step::grouped_mma_bulk: return step9::geometry(s, info);
+        case Step::grouped_mma_units: return step10::geometry(s, info);
     }
     return {};
 }
 
 // The rule, read off the measured steps (plots/data/<gpu>/lesson02.csv; README "The
 // automatic choice"):
-//  * step 5 by default: it reads K/V once for the whole group, its dot products cost next
+//  * step 8 by default: it reads K/V once for the whole group, its dot products cost next
 //    to nothing, its copy warps keep the ring full, and on grids larger than the GPU two
-//    CTAs share an SM. Step 4, the same math without copy warps, where step 5's ring does
+//    CTAs share an SM. Step 7, the same math without copy warps, where step 8's ring does
 //    not fit the GPU's shared memory.
-//  * on sm_90, step 7 before all of them: its unit copies won over step 5 on every shape
-//    measured and matched step 6 at two CTAs per SM. Where it cannot run (pages smaller than
-//    its units), step 6 where step 5 would run two CTAs per SM: there its bulk rows won on
+//  * on sm_90, step 10 before all of them: its unit copies won over step 8 on every shape
+//    measured and matched step 9 at two CTAs per SM. Where it cannot run (pages smaller than
+//    its units), step 9 where step 8 would run two CTAs per SM: there its bulk rows won on
 //    every shape measured; at one CTA per SM they lost on the long and large shapes (README,
-//    steps 6 and 7).
-//  * the per-head mapping with the ring (step 3, TGS 4) for a grouped grid of fewer than
+//    steps 9 and 10).
+//  * the per-head mapping with the ring (step 6, TGS 4) for a grouped grid of fewer than
 //    kMinGroupedCtas CTAs: the per-head grid's parallelism is worth more than the re-reads,
 //    which the other heads' CTAs find in L2; and for a group above 32, which has no grouped
 //    kernel. TGS 4 because K comes from shared memory, so a smaller group only means more
@@ -82,7 +94,7 @@ std::vector<Config> auto_preference(const pa::DecodeShape& s, const pa::DeviceIn
     if (tiny_grouped_grid || s.group() > 32) return {per_head, wide};
     std::vector<Config> prefs = {Config{Step::grouped_mma_ws}, Config{Step::grouped_mma},
                                  Config{Step::grouped, Mapping::grouped, 4}, per_head, wide};
-    if (step5::ctas_per_sm(s, info) == 2) prefs.insert(prefs.begin(), Config{Step::grouped_mma_bulk});
+    if (step8::ctas_per_sm(s, info) == 2) prefs.insert(prefs.begin(), Config{Step::grouped_mma_bulk});
     prefs.insert(prefs.begin(), Config{Step::grouped_mma_units});
     return prefs;
 }
@@ -127,6 +139,8 @@ std::vector<pa::DecodeVariant> all_variants() {
     std::vector<pa::DecodeVariant> out;
     for (Step step : {Step::thread_groups, Step::wide_loads})
         for (int tgs : {4, 8, 16}) out.push_back(variant({step, Mapping::per_head, tgs}));
+    for (Step step : {Step::grouped_logits, Step::online_softmax, Step::cp_async_ring})
+        out.push_back(variant({step, Mapping::grouped, 8}));  // one idea each: TGS 8 only
     for (Mapping m : {Mapping::per_head, Mapping::grouped})
         for (int tgs : {4, 8, 16}) out.push_back(variant({Step::grouped, m, tgs}));
     out.push_back(variant({Step::grouped_mma}));
@@ -142,16 +156,16 @@ std::vector<pa::DecodeShape> uneven_check_shapes() {
     std::vector<int> mixed_40;  // 40 contexts of 1 .. 297 tokens, most ending inside a tile
     for (int i = 0; i < 40; ++i) mixed_40.push_back(1 + (i * 37) % 300);
     return {
-        // tokens per CTA step: 128 / TGS (steps 1-2), 2 * 256 / TGS (step 3): never a multiple here
+        // tokens per CTA step: 128 / TGS (steps 1-2), 2 * 256 / TGS (step 6): never a multiple here
         pa::make_shape("uneven-steps-D128", 8, 4, {1, 7, 9, 15, 17, 31, 33, 63}, 128, 16, b),
         pa::make_shape("uneven-steps-D64", 4, 2, {3, 5, 13, 65, 127, 129}, 64, 8, f),
         pa::make_shape("uneven-steps-D256", 2, 1, {11, 19, 37, 71}, 256, 32, f),
-        // step 3's chunks: 8192 tokens for one head a CTA, 1024 for groups of 8, 256 for 32
+        // step 6's chunks: 8192 tokens for one head a CTA, 1024 for groups of 8, 256 for 32
         pa::make_shape("chunks-g1", 2, 2, {8193, 9001}, 128, 16, b),
         pa::make_shape("chunks-g8", 16, 2, {1024, 1025, 2500}, 128, 16, f),
         pa::make_shape("chunks-g32", 32, 1, {257, 1000}, 128, 32, b),
         pa::make_shape("chunks-g6-as-8", 12, 2, {1030, 700}, 128, 16, f),
-        // 160 grouped CTAs, more than an H100 or H200 has SMs: step 5's two-per-SM layout
+        // 160 grouped CTAs, more than an H100 or H200 has SMs: step 8's two-per-SM layout
         pa::make_shape("grid-over-sms", 8, 4, mixed_40, 128, 16, b),
     };
 }

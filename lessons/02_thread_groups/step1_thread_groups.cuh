@@ -10,8 +10,9 @@
 //  * K is still read element by element with 2-byte loads, and q from shared memory
 //    (where the lanes of a group now read different elements, 16 bytes apart: up to 4-way
 //    bank conflicts at TGS 16). Step 2 changes exactly those two reads.
-//  * Each dot product keeps four partial sums, so that consecutive multiply-adds do not
-//    all wait on the one before (a single chain leaves the SM waiting on FMA latency).
+//  * Each dot product keeps four independent partial sums (part[0..3]: four FMA chains), so
+//    that consecutive multiply-adds do not all wait on the one before (a single chain leaves
+//    the SM waiting on FMA latency); they are added once, before the group's shuffle.
 // Everything else (q in shared memory, every logit of the context in shared memory, the
 // block-wide softmax, each thread owning output dims for PV) is lesson 01's.
 // Run: lesson02_thread_groups [--check | --bench] [--shape NAME] [--variant NAME] (--help lists the steps)

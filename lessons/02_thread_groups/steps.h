@@ -34,28 +34,48 @@ void launch(const pa::PagedDecodeArgs& a, int tgs, cudaStream_t stream);
 pa::LaunchGeometry geometry(const pa::DecodeShape& s, int tgs, const pa::DeviceInfo& info);
 }  // namespace lesson02::step2
 
-// Step 3: the GQA-grouped CTA with a cp.async ring and a chunked softmax, TGS lanes per
-// token; in the per-head mapping, the same kernel serving one query head a CTA.
+// Steps 3 to 5: one CTA of 128 threads per (sequence, KV head) serving the whole group
+// (built at TGS 8). Step 3: every head's logits of the whole context in shared memory; step
+// 4: + the online softmax over chunks; step 5: + K/V staged through a cp.async ring.
 namespace lesson02::step3 {
+std::string why_not(const pa::DecodeShape& s, int tgs, const pa::DeviceInfo& info);
+void launch(const pa::PagedDecodeArgs& a, int tgs, cudaStream_t stream);
+pa::LaunchGeometry geometry(const pa::DecodeShape& s, int tgs, const pa::DeviceInfo& info);
+}  // namespace lesson02::step3
+namespace lesson02::step4 {
+std::string why_not(const pa::DecodeShape& s, int tgs, const pa::DeviceInfo& info);
+void launch(const pa::PagedDecodeArgs& a, int tgs, cudaStream_t stream);
+pa::LaunchGeometry geometry(const pa::DecodeShape& s, int tgs, const pa::DeviceInfo& info);
+}  // namespace lesson02::step4
+namespace lesson02::step5 {
+std::string why_not(const pa::DecodeShape& s, int tgs, const pa::DeviceInfo& info);
+void launch(const pa::PagedDecodeArgs& a, int tgs, cudaStream_t stream);
+pa::LaunchGeometry geometry(const pa::DecodeShape& s, int tgs, const pa::DeviceInfo& info);
+}  // namespace lesson02::step5
+
+// Step 6: step 5 with 16-byte V reads by the threads that own 8 dims of a few heads, and 256
+// threads, TGS lanes per token; in the per-head mapping, the same kernel serving one query
+// head a CTA.
+namespace lesson02::step6 {
 // Query heads one CTA serves: 1 per head; for grouped, the group rounded up to 1, 2, 4, 8
 // or 32 (a group of 6 runs as 8 with two heads idle); 0 for a group above 32.
 int heads_per_cta(Mapping m, int group);
 std::string why_not(Mapping m, const pa::DecodeShape& s, int tgs, const pa::DeviceInfo& info);
 void launch(Mapping m, const pa::PagedDecodeArgs& a, int tgs, cudaStream_t stream);
 pa::LaunchGeometry geometry(Mapping m, const pa::DecodeShape& s, int tgs, const pa::DeviceInfo& info);
-}  // namespace lesson02::step3
+}  // namespace lesson02::step6
 
-// Step 4: the GQA-grouped CTA (one per sequence and KV head) with both GEMMs on tensor
+// Step 7: the GQA-grouped CTA (one per sequence and KV head) with both GEMMs on tensor
 // cores; every warp copies and computes.
-namespace lesson02::step4 {
+namespace lesson02::step7 {
 std::string why_not(const pa::DecodeShape& s, const pa::DeviceInfo& info);
 void launch(const pa::PagedDecodeArgs& a, cudaStream_t stream);
 pa::LaunchGeometry geometry(const pa::DecodeShape& s, const pa::DeviceInfo& info);
-}  // namespace lesson02::step4
+}  // namespace lesson02::step7
 
-// Step 5: step 4 with producer warps that only copy and consumer warps that only compute,
+// Step 8: step 7 with producer warps that only copy and consumer warps that only compute,
 // meeting at mbarriers; two CTAs per SM on grids larger than the GPU.
-namespace lesson02::step5 {
+namespace lesson02::step8 {
 // Heads one CTA computes: the group rounded up to 8, 16 or 32 (whole mma columns); 0 above 32.
 int heads_per_cta(int group);
 std::string why_not(const pa::DecodeShape& s, const pa::DeviceInfo& info);
@@ -63,30 +83,30 @@ void launch(const pa::PagedDecodeArgs& a, cudaStream_t stream);
 pa::LaunchGeometry geometry(const pa::DecodeShape& s, const pa::DeviceInfo& info);
 int tile_tokens(int head_size);  // tokens per staged tile (the timeline's unit)
 // The layout the shape runs at on this GPU: 2 (two 3-slot rings per SM) or 1 (one deep ring);
-// step 6 runs the same (step 7 has its own rule).
+// step 9 runs the same (step 10 has its own rule).
 int ctas_per_sm(const pa::DecodeShape& s, const pa::DeviceInfo& info);
 // The timeline build (common/timeline.h): the launch `launch` makes, with the kernel's
 // TIMELINE build writing timeline[B * Hkv][timeline_stride]. "" if it can run the shape.
 std::string timeline_why_not(const pa::DecodeShape& s, const pa::DeviceInfo& info);
 void launch_timeline(const pa::PagedDecodeArgs& a, uint64_t* timeline, int timeline_stride, cudaStream_t stream);
-}  // namespace lesson02::step5
+}  // namespace lesson02::step8
 
-// Step 6: step 5 with each row of a tile one bulk copy (sm_90's copy engine) whose bytes the
+// Step 9: step 8 with each row of a tile one bulk copy (sm_90's copy engine) whose bytes the
 // ring's barrier counts, so the producers wait only for free slots, never for their copies.
-namespace lesson02::step6 {
+namespace lesson02::step9 {
 std::string why_not(const pa::DecodeShape& s, const pa::DeviceInfo& info);
 void launch(const pa::PagedDecodeArgs& a, cudaStream_t stream);
 pa::LaunchGeometry geometry(const pa::DecodeShape& s, const pa::DeviceInfo& info);
-}  // namespace lesson02::step6
+}  // namespace lesson02::step9
 
-// Step 7: step 6 with one bulk copy per 16-token unit of a page (8 at D 256), the mma reading
+// Step 10: step 9 with one bulk copy per 16-token unit of a page (8 at D 256), the mma reading
 // the tile in a unit-interleaved order; sm_90, pages of at least one unit.
-namespace lesson02::step7 {
-// Step 5's layout rule, and the shallow ring (the two-per-SM layout, 3 slots) also when one
+namespace lesson02::step10 {
+// Step 8's layout rule, and the shallow ring (the two-per-SM layout, 3 slots) also when one
 // 8-head column block's grid covers 90 % of the SMs: with every SM streaming, a 6-slot ring
-// of unit copies puts more bytes in flight than the memory serves best (README, step 7).
+// of unit copies puts more bytes in flight than the memory serves best (README, step 10).
 int ctas_per_sm(const pa::DecodeShape& s, const pa::DeviceInfo& info);
 std::string why_not(const pa::DecodeShape& s, const pa::DeviceInfo& info);
 void launch(const pa::PagedDecodeArgs& a, cudaStream_t stream);
 pa::LaunchGeometry geometry(const pa::DecodeShape& s, const pa::DeviceInfo& info);
-}  // namespace lesson02::step7
+}  // namespace lesson02::step10

@@ -1,21 +1,14 @@
-// Lesson 02, step 3: the GQA-grouped CTA, with K/V staged through a cp.async ring and a
-// chunked online softmax.
+// Lesson 02, step 6: V read 16 bytes at a time by its owners, and 256 threads a CTA.
 //
-// What changed since step 2 (step2_wide_loads.cuh), and why:
-//  * One CTA can serve several query heads (HEADS_PER_CTA > 1: the GQA-grouped CTA, one
-//    CTA per (sequence, KV head)): each K/V element is loaded once for all `group` heads
-//    instead of once per head. The thread-group q.k of step 2 stays; a lane now holds the
-//    q slices of every head of the CTA.
-//  * Their logits need HEADS_PER_CTA times the shared memory, so the context is walked in
-//    chunks with a running max and sum per head (the softmax is rescaled when a later
-//    chunk raises the max); with one chunk this is step 2's softmax.
-//  * K and V reach shared memory through a ring of cp.async tiles (32 KiB each). A 16-byte
-//    register load holds its register until the data arrives, so registers cap the bytes
-//    a CTA has in flight far below what DRAM latency needs when only one or two CTAs share
-//    an SM; cp.async holds none, and the ring keeps two tiles on their way.
-//  * V is read 16 bytes at a time from the staged tile: a thread owns 8 output dims of a
-//    few heads, so each V read serves every head the thread owns.
-//  * 256 threads a CTA: with one or two CTAs per SM, fewer leave the SM idle.
+// What changed since step 5 (step5_cp_async_ring.cuh), and why: the PV step. In step 5 thread
+// d reads one 2-byte element v_t[d] of each staged V row and adds it into every head's output:
+// many tiny shared-memory reads, and at D 64 half the threads idle. Here a thread owns one
+// 16-byte vector (8 dims) of a few heads (PvLayout): each V read brings 8 dims that serve every
+// head it owns, heads beyond that go to other head groups, and the remaining threads split the
+// tile's tokens into token lanes whose partial sums are added once, at the end, through the
+// logits' shared memory. With 8 accumulators per head a thread, the CTA can afford 256 threads
+// (kThreads, grouped_common.cuh): with the ring leaving room for one or two CTAs per SM, 128
+// threads left most of the SM idle.
 // The same kernel with HEADS_PER_CTA = 1 is the per-head mapping (grid (H, B)) with the
 // ring: variants per_head_tgs{4,8,16}; the grouped mapping is grouped_tgs{4,8,16}.
 // Run: lesson02_thread_groups [--check | --bench] [--shape NAME] [--variant grouped_tgs8]
@@ -26,22 +19,11 @@
 #include <cstdint>
 
 #include "device_math.cuh"
+#include "grouped_common.cuh"  // read_slice, issue_tile, chunk_softmax, the ring
 
 namespace lesson02 {
 
-constexpr int kThreads = 256;    // 8 warps: with one or two CTAs per SM, fewer leave the SM idle
-constexpr int kWarps = kThreads / 32;
-constexpr int kChunkAlign = 32;  // chunks start on a page boundary for every page size (8/16/32)
-constexpr int kStages = 3;       // tiles in the ring: one being read, two in flight
-
-// Tokens per cp.async tile: 32 KiB tiles (34 with padding) at D 64 and 128, 33 at D 256.
-__host__ __device__ constexpr int tile_tokens(int head_size) { return head_size == 256 ? 64 : 128; }
-
-// A staged K or V row is padded by 16 bytes, so that thread groups reading different rows
-// at the same offset fall on different shared-memory banks.
-__host__ __device__ constexpr int tile_row_elems(int head_size) { return head_size + 8; }
-
-// How the PV step spreads a CTA's 128 threads. A thread owns one 16-byte vector (8 dims)
+// How the PV step spreads a CTA's 256 threads. A thread owns one 16-byte vector (8 dims)
 // of a few heads, so each V read serves every head the thread owns; when a CTA has more
 // heads they are split over head groups (more accumulators would spill registers). The
 // remaining threads split the tile's tokens into token lanes.
@@ -64,10 +46,6 @@ struct PvLayout {
 //   logits  [HEADS_PER_CTA][chunk + 1] floats (the +1 staggers the rows across banks); at the
 //           end the token lanes' PV partials [token_lanes][HEADS_PER_CTA][HEAD_SIZE] reuse it
 //   pages   [chunk / 8] ints: the chunk's physical block ids (chunks start on a page)
-__host__ __device__ constexpr int tile_words(int head_size) {
-    return kStages * tile_tokens(head_size) * tile_row_elems(head_size) / 2;
-}
-__host__ __device__ constexpr int logits_stride(int chunk) { return chunk + 1; }
 __host__ __device__ constexpr int body_words(int head_size, int group_max, int chunk, int token_lanes) {
     const int logits = group_max * logits_stride(chunk);
     const int pv_partials = token_lanes > 1 ? token_lanes * group_max * head_size : 0;
@@ -75,126 +53,6 @@ __host__ __device__ constexpr int body_words(int head_size, int group_max, int c
 }
 __host__ __device__ constexpr int smem_words(int head_size, int group_max, int chunk, int token_lanes) {
     return tile_words(head_size) + group_max * head_size + body_words(head_size, group_max, chunk, token_lanes) + chunk / 8;
-}
-
-// A K row slice of ELEMS elements for lane `lane` of a group: 16-byte pieces c = lane + i*TGS
-// (8 elements each), so one read of a group covers TGS*16 contiguous bytes. With 4 elements
-// per lane (D 64, TGS 16) the pieces are 8 bytes.
-template <int ELEMS>
-struct SliceShape {
-    static constexpr int kPiece = ELEMS >= 8 ? 8 : ELEMS;
-    static constexpr int kPieces = ELEMS / kPiece;
-    static_assert(kPiece == 8 || kPiece == 4, "a lane's slice must be 4 or a multiple of 8 elements");
-};
-
-// Reads a lane's slice of a staged K row into floats, 16 (8) bytes at a time.
-template <class scalar_t, int ELEMS, int TGS>
-__device__ __forceinline__ void read_slice(const scalar_t* row, int lane_in_group, float (&f)[ELEMS]) {
-    using S = SliceShape<ELEMS>;
-#pragma unroll
-    for (int i = 0; i < S::kPieces; ++i) {
-        const scalar_t* p = row + (lane_in_group + i * TGS) * S::kPiece;
-        if constexpr (S::kPiece == 8) {
-            float v[8];
-            pa::load8(p, v);
-#pragma unroll
-            for (int e = 0; e < 8; ++e) f[i * 8 + e] = v[e];
-        } else {
-            float v[4];
-            pa::load4(p, v);
-#pragma unroll
-            for (int e = 0; e < 4; ++e) f[i * 4 + e] = v[e];
-        }
-    }
-}
-
-// The element index of slice element j of lane `lane_in_group` (the inverse of read_slice).
-template <int ELEMS, int TGS>
-__device__ __forceinline__ int slice_dim(int lane_in_group, int j) {
-    using S = SliceShape<ELEMS>;
-    return (lane_in_group + (j / S::kPiece) * TGS) * S::kPiece + j % S::kPiece;
-}
-
-// Starts the copy of tile i of a chunk (K tiles first, then V tiles) into its ring slot,
-// 16 bytes per cp.async, and commits a group: every thread commits one per tile, empty or
-// not, so that wait<kStages - 2> always means "the tile about to be read has landed".
-template <class scalar_t, int HEAD_SIZE>
-__device__ __forceinline__ void issue_tile(scalar_t* tiles, int i, int num_k_tiles, int chunk_len,
-                                           const scalar_t* __restrict__ k_cache, const scalar_t* __restrict__ v_cache,
-                                           const int* chunk_pages, int Hkv, int kv_head, int block_shift) {
-    constexpr int kRow = tile_row_elems(HEAD_SIZE);
-    constexpr int kTile = tile_tokens(HEAD_SIZE);
-    constexpr int kPiecesPerRow = HEAD_SIZE / 8;  // 16-byte pieces in a K or V row
-    if (i < 2 * num_k_tiles) {
-        const scalar_t* cache = i < num_k_tiles ? k_cache : v_cache;
-        const int tile0 = (i % num_k_tiles) * kTile;
-        scalar_t* buf = tiles + (i % kStages) * kTile * kRow;  // [kTile][kRow]
-        for (int p = threadIdx.x; p < kTile * kPiecesPerRow; p += kThreads) {
-            const int tt = p / kPiecesPerRow, piece = p % kPiecesPerRow;
-            const int t = tile0 + tt;
-            if (t < chunk_len) {  // never a slot past the sequence's end (those hold NaN in tests)
-                // cache[block, kv_head, t % block_size, piece * 8 .. + 8] (block sizes are powers of two)
-                const int block_size = 1 << block_shift;
-                const scalar_t* src = cache + ((static_cast<size_t>(chunk_pages[t >> block_shift]) * Hkv + kv_head) * block_size +
-                                               (t & (block_size - 1))) * HEAD_SIZE + piece * 8;
-                pa::cp_async16(buf + tt * kRow + piece * 8, src);
-            }
-        }
-    }
-    pa::cp_async_commit();
-}
-
-// The softmax step of one chunk, once all its logits are in shared memory:
-//   logits [HEADS_PER_CTA][stride] floats; row h, tokens 0 .. chunk_len-1, becomes p = exp(logit - m_new)
-// Per head: chunk max, new running max m_new, rescale factor alpha = exp(m_old - m_new) for
-// what was accumulated before, running sum l. Fewer heads than warps: several warps share
-// a head's tokens. Every thread of the CTA (WARPS warps) calls it; red_max and red_sum
-// hold WARPS floats; the caller syncs before reading alpha.
-template <int HEADS_PER_CTA, int WARPS = kWarps>
-__device__ __forceinline__ void chunk_softmax(float* logits, int stride, int chunk_len, int num_heads, float* m_run,
-                                              float* l_run, float* alpha, float* red_max, float* red_sum) {
-    const int lane = threadIdx.x % 32;
-    const int warp = threadIdx.x / 32;
-    constexpr int kWarpsPerHead = HEADS_PER_CTA >= WARPS ? 1 : WARPS / HEADS_PER_CTA;
-    constexpr int kHeadsPerPass = WARPS / kWarpsPerHead;
-    const int part = warp % kWarpsPerHead;
-    for (int h0 = 0; h0 < num_heads; h0 += kHeadsPerPass) {  // one pass when kWarpsPerHead > 1
-        const int h = h0 + warp / kWarpsPerHead;
-        const bool active = h < num_heads;
-        float* row = logits + h * stride;
-        const float m_old = active ? m_run[h] : 0.f;
-        float cmax = -INFINITY;
-        if (active)
-            for (int t = part * 32 + lane; t < chunk_len; t += 32 * kWarpsPerHead) cmax = fmaxf(cmax, row[t]);
-        cmax = pa::warp_max(cmax);
-        if constexpr (kWarpsPerHead > 1) {
-            if (lane == 0) red_max[warp] = cmax;
-            __syncthreads();
-            for (int w = warp - part; w < warp - part + kWarpsPerHead; ++w) cmax = fmaxf(cmax, red_max[w]);
-        }
-        const float m_new = fmaxf(m_old, cmax);
-        float sum = 0.f;
-        if (active)
-            for (int t = part * 32 + lane; t < chunk_len; t += 32 * kWarpsPerHead) {
-                const float p = __expf(row[t] - m_new);
-                row[t] = p;
-                sum += p;
-            }
-        sum = pa::warp_sum(sum);
-        if constexpr (kWarpsPerHead > 1) {
-            if (lane == 0) red_sum[warp] = sum;
-            __syncthreads();  // every warp of the head has read m_run[h] before it changes
-            sum = 0.f;
-            for (int w = warp - part; w < warp - part + kWarpsPerHead; ++w) sum += red_sum[w];
-        }
-        __syncwarp();  // every lane has read m_run[h] (m_old) before lane 0 changes it
-        if (active && part == 0 && lane == 0) {
-            const float a = __expf(m_old - m_new);  // 0 on the first chunk (m_old = -inf)
-            alpha[h] = a;
-            l_run[h] = l_run[h] * a + sum;
-            m_run[h] = m_new;
-        }
-    }
 }
 
 // HEADS_PER_CTA: query heads one CTA serves. 1 = one CTA per query head (grid (H, B));

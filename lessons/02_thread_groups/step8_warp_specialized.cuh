@@ -1,25 +1,29 @@
-// Lesson 02, step 7: step 6 with one bulk copy per 16-token unit of a page, not per row.
+// Lesson 02, step 8: the tensor-core grouped CTA of step 7, with warps that only copy.
 //
-// What changed since step 6 (step6_bulk_rows.cuh), and why: with the consumers idle, step 6's
-// copies alone move about as many bytes per SM as step 5's whole kernel at one CTA per SM,
-// and fewer on long contexts: the copy engine pays per copy, and a row is only D * 2 bytes.
-// A page of one KV head is contiguous in the cache ([num_blocks, Hkv, block_size, D]), so 16
-// tokens (8 at D 256) of it are one copy of 4 KiB (2 KiB at D 64), and a tile is 8 copies
-// instead of 128. The price is the layout: a unit's rows land back to back, unpadded, and
-// rows 256 bytes apart share their shared-memory banks, so 8 rows of one unit read by one
-// ldmatrix would conflict 8 ways. Instead the mma sees the tile in another order:
-//  * slot s of a tile (the order of the mma's rows, logits and p) is row s / 8 of unit s % 8;
-//    units are padded by 16 bytes, so 8 consecutive slots are 8 different units, 16 bytes
-//    apart modulo 128: no bank conflict (UnitTile).
-//  * attention does not care in which order a tile's tokens are summed, only that a token's
-//    logit, p and V row share a slot; so QK, the softmax and PV run on slots unchanged, and
-//    only the addresses change (UnitTile::slot_offset).
-//  * a slot whose token is past the sequence's end gets the logit -inf (the softmax gives it
-//    p = 0, whatever its position), and its V row is zeros: the unit that holds the end is
-//    copied as its real rows only, the rest written with zeros (then a proxy fence).
-//  * pages of 8 tokens are smaller than a unit at D 64 and 128: step 7 refuses them by name.
-// Needs sm_90 (the copy engine), as step 6.
-// Run: lesson02_thread_groups [--check | --bench] --variant grouped_mma_units
+// What changed since step 7 (step7_tensor_cores.cuh), and why: with the arithmetic on
+// tensor cores cheap, one CTA per SM must keep DRAM busy. When the same warps issue the
+// copies and do the math, every copy waits behind the softmax and the mma chains of the
+// warp that issues it, and every warp waits at a CTA-wide barrier per tile. Here 4
+// producer warps do nothing but copy K and V tiles into a ring, and 8 consumer warps do
+// nothing but compute; they meet at two mbarriers per ring slot (common/mbarrier.cuh):
+//   full[slot]   the tile has landed       (producers arrive, consumers wait)
+//   empty[slot]  the tile has been used    (consumers arrive, producers wait)
+// so a copy is issued as soon as a slot frees up, whatever the consumers are doing.
+//  * The math is step 7's: K and V stream alternately over the whole sequence
+//    (K0 V0 K1 V1 ...), logits and PV on mma.sync.m16n8k16, the softmax step on each K
+//    tile's logits. The logits are double-buffered by token tile, so the consumers need
+//    only two barriers of their own per token tile: before the softmax and before PV.
+//  * A producer thread copies the same 16-byte piece of the same rows of every tile, and
+//    reads page ids a tile ahead (see TileProducer).
+//  * CTAS_PER_SM: one CTA per SM with a ring of up to 6 slots, or two CTAs per SM with 3
+//    slots each (half the shared memory), so that on a grid larger than the GPU one CTA's
+//    start and end overlap the other's streaming. The two-per-SM layout is also what a GPU
+//    with less shared memory per CTA (A100: 163 KiB) runs, one CTA per SM.
+//  * TIMELINE: a second build of the kernel that also records when each CTA started, issued
+//    its first copies, saw each tile land and finished (common/timeline.h), for
+//    `lesson02_thread_groups --timeline`. The kernel that is checked and timed everywhere
+//    else is the TIMELINE = false build, which has none of it.
+// Run: lesson02_thread_groups [--check | --bench] --variant grouped_mma_ws
 #pragma once
 
 #include <cuda_runtime.h>
@@ -29,98 +33,96 @@
 #include "device_math.cuh"
 #include "mbarrier.cuh"
 #include "mma.cuh"
-#include "step5_warp_specialized.cuh"  // MmaLayout, the thread counts, chunk_softmax
+#include "grouped_common.cuh"  // chunk_softmax, tile_tokens, tile_row_elems
+#include "timeline.cuh"
+#include "ws_layout.cuh"  // MmaLayout, the thread counts
 
 namespace lesson02 {
 
-// The order of a staged tile: 8 units of kUnitRows rows each, a unit's rows back to back
-// (one copy), units padded by 16 bytes; slot s is row s / 8 of unit s % 8.
-template <int HEAD_SIZE>
-struct UnitTile {
-    static constexpr int kTile = tile_tokens(HEAD_SIZE);
-    static constexpr int kUnits = 8;
-    static constexpr int kUnitRows = kTile / kUnits;                 // 16 tokens (8 at D 256)
-    static constexpr int kUnitElems = kUnitRows * HEAD_SIZE + 8;     // its rows, then 16 bytes of padding
-    __host__ __device__ static constexpr int slot_offset(int s) { return (s % kUnits) * kUnitElems + (s / kUnits) * HEAD_SIZE; }
-    __host__ __device__ static constexpr int token_of(int s) { return (s % kUnits) * kUnitRows + s / kUnits; }
-    static_assert(kUnitRows * HEAD_SIZE * 2 % 128 == 0, "units 16 bytes apart modulo 128: 8 units, 8 bank groups");
-    static_assert(kUnits * kUnitElems <= kTile * tile_row_elems(HEAD_SIZE), "a unit tile fits step 5's ring slot");
-};
-
-// The producer side: producer thread u < 8 copies unit u of every tile (tokens u * kUnitRows
-// .. + kUnitRows of the token tile), one bulk copy when all of them exist; the other producer
-// threads only arrive. A unit never straddles a page: its rows divide the page size.
+// The producer side: copies of K/V tiles into the ring with cp.async. Producer thread `tid`
+// always copies the same 16-byte piece of rows row0, row0 + kRowsPerPass, ... of a tile, so
+// a copy costs one multiply-add on top of the cp.async. The page ids of a token tile are
+// read from the block table while the previous token tile's V is copied (a dependent
+// global load right before a copy would hold it up), and serve both its K and its V tile.
 template <class scalar_t, int HEAD_SIZE>
-struct UnitProducer {
-    using U = UnitTile<HEAD_SIZE>;
-    static constexpr int kTile = U::kTile;
-    static constexpr int kRowBytes = HEAD_SIZE * static_cast<int>(sizeof(scalar_t));
-    static constexpr int kUnitBytes = U::kUnitRows * kRowBytes;  // 4 KiB (2 KiB at D 64)
+struct TileProducer {
+    static constexpr int kPieces = HEAD_SIZE / 8;                    // 16-byte pieces of a row
+    static constexpr int kRowsPerPass = kProducerThreads / kPieces;  // rows one pass of the producers copies
+    static constexpr int kTile = tile_tokens(HEAD_SIZE);
+    static constexpr int kRowsPerThread = kTile / kRowsPerPass;
+    static constexpr int kRow = tile_row_elems(HEAD_SIZE);
+    static_assert(kProducerThreads % kPieces == 0 && kTile % kRowsPerPass == 0, "every row of a tile has one copier per piece");
 
-    const scalar_t* k_cache;  // [num_blocks, Hkv, block_size, D]
+    const scalar_t* k_cache;   // [num_blocks, Hkv, block_size, D]
     const scalar_t* v_cache;
-    const int* seq_pages;     // this sequence's block-table row
-    int block_stride;         // elements between blocks: Hkv * block_size * D
-    int head_offset;          // (kv_head, 0, 0) of a block
-    int unit, block_shift, block_mask, ctx;
-    int first;                // the next token tile's first token of this unit
-    int block_id;             // its physical block (-1: none)
+    const int* seq_pages;      // this sequence's block-table row
+    int block_stride;          // elements between blocks: Hkv * block_size * D (a few million at most)
+    int src_offset[kRowsPerThread];  // where row k of any tile sits in its block, plus kv_head and piece
+    int row0, smem_offset;     // first row; its piece's place in a staged tile
+    int block_shift, ctx;
+    int block_ids[kRowsPerThread];  // physical blocks of this thread's rows of the next token tile (-1 past the end)
 
-    __device__ UnitProducer(int tid, const scalar_t* k, const scalar_t* v, const int* pages, int Hkv, int kv_head,
+    __device__ TileProducer(int tid, const scalar_t* k, const scalar_t* v, const int* pages, int Hkv, int kv_head,
                             int block_size, int context)
-        : k_cache(k), v_cache(v), seq_pages(pages), unit(tid), ctx(context) {
-        block_shift = __ffs(block_size) - 1;
-        block_mask = block_size - 1;
+        : k_cache(k), v_cache(v), seq_pages(pages) {
+        const int piece = tid % kPieces;
+        row0 = tid / kPieces;
+        smem_offset = row0 * kRow + piece * 8;
+        block_shift = __ffs(block_size) - 1;  // block sizes are powers of two, and divide kTile
         block_stride = Hkv * block_size * HEAD_SIZE;
-        head_offset = kv_head * block_size * HEAD_SIZE;
-        load_block_id(0);
+#pragma unroll
+        for (int k = 0; k < kRowsPerThread; ++k)  // tile starts are multiples of the block size
+            src_offset[k] = (kv_head * block_size + ((row0 + k * kRowsPerPass) & (block_size - 1))) * HEAD_SIZE + piece * 8;
+        ctx = context;
+        load_block_ids(0);
     }
 
-    __device__ __forceinline__ void load_block_id(int token_tile) {
-        first = token_tile * kTile + unit * U::kUnitRows;
-        block_id = unit < U::kUnits && first < ctx ? __ldg(seq_pages + (first >> block_shift)) : -1;
-    }
-
-    // Tile s (even: K of token tile s / 2, odd: its V) into buf = its ring slot, and this
-    // thread's arrival on `full`. Tiles must be issued in order.
-    __device__ __forceinline__ void issue(scalar_t* buf, int s, uint64_t* full) {
-        if (unit < U::kUnits) {
-            const scalar_t* cache = s % 2 == 0 ? k_cache : v_cache;
-            scalar_t* dst = buf + unit * U::kUnitElems;
-            const int rows = block_id < 0 ? 0 : min(U::kUnitRows, ctx - first);  // rows that exist
-            // cache[block, kv_head, first % block_size .. + rows, 0 .. D): contiguous
-            const scalar_t* src = cache + static_cast<long long>(block_id) * block_stride + head_offset +
-                                  (first & block_mask) * HEAD_SIZE;
-            if (rows < U::kUnitRows) {  // the sequence ends in or before this unit: zeros after its last row
-                for (int i = rows * HEAD_SIZE / 8; i < U::kUnitRows * HEAD_SIZE / 8; ++i)
-                    reinterpret_cast<uint4*>(dst)[i] = make_uint4(0, 0, 0, 0);
-                pa::fence_proxy_async_shared();
-            }
-            if (rows > 0) {
-                pa::mbarrier_arrive_expect_tx(full, rows * kRowBytes);
-                pa::bulk_copy_to_shared(dst, src, rows * kRowBytes, full);
-            } else {
-                pa::mbarrier_arrive(full);
-            }
-        } else {
-            pa::mbarrier_arrive(full);
+    __device__ __forceinline__ void load_block_ids(int token_tile) {
+#pragma unroll
+        for (int k = 0; k < kRowsPerThread; ++k) {
+            const int t = token_tile * kTile + row0 + k * kRowsPerPass;
+            block_ids[k] = t < ctx ? __ldg(seq_pages + (t >> block_shift)) : -1;
         }
-        if (s % 2 == 1) load_block_id(s / 2 + 1);
+    }
+
+    // Stream tile s (even: K of token tile s / 2, odd: its V) into buf = its ring slot
+    // [kTile][kRow], and commit it as one cp.async group. Rows past the sequence's end are
+    // zeroed: an mma multiplies whole 16-row blocks, and a stale NaN times p = 0 would still
+    // be NaN. Tiles must be issued in order.
+    __device__ __forceinline__ void issue(scalar_t* buf, int s) {
+        const scalar_t* cache = s % 2 == 0 ? k_cache : v_cache;
+        buf += smem_offset;
+#pragma unroll
+        for (int k = 0; k < kRowsPerThread; ++k) {
+            scalar_t* dst = buf + k * kRowsPerPass * kRow;
+            if (block_ids[k] >= 0)  // cache[block, kv_head, t % block_size, piece * 8 .. + 8]
+                pa::cp_async16(dst, cache + static_cast<long long>(block_ids[k]) * block_stride + src_offset[k]);
+            else
+                *reinterpret_cast<uint4*>(dst) = make_uint4(0, 0, 0, 0);
+        }
+        pa::cp_async_commit();
+        if (s % 2 == 1) load_block_ids(s / 2 + 1);
     }
 };
 
-template <class scalar_t, int HEAD_SIZE, int HEADS_PER_CTA, int CTAS_PER_SM>
+template <class scalar_t, int HEAD_SIZE, int HEADS_PER_CTA, int CTAS_PER_SM, bool TIMELINE>
 __global__ void __launch_bounds__(kMmaThreads, CTAS_PER_SM)
-grouped_unit_decode_kernel(scalar_t* __restrict__ out,             // [B, H, D]
+grouped_mma_decode_kernel(scalar_t* __restrict__ out,             // [B, H, D]
                           const scalar_t* __restrict__ q,         // [B, H, D]
                           const scalar_t* __restrict__ k_cache,   // [num_blocks, Hkv, block_size, D]
                           const scalar_t* __restrict__ v_cache,   // [num_blocks, Hkv, block_size, D]
                           const int* __restrict__ block_table,    // [B, max_blocks_per_seq]
                           const int* __restrict__ context_lens,   // [B]
                           int H, int Hkv, int group, int block_size, int max_blocks_per_seq, float scale) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900  // bulk copies: sm_90 (why_not keeps other GPUs away)
+    uint64_t* tl = nullptr;  // this CTA's record (common/timeline.h)
+    if constexpr (TIMELINE) {
+        tl = pa::timeline_row();
+        if (threadIdx.x == 0) {
+            tl[pa::kTlStart] = pa::globaltimer_ns();
+            tl[pa::kTlSm] = pa::sm_id();
+        }
+    }
     using L = MmaLayout<HEAD_SIZE, HEADS_PER_CTA, CTAS_PER_SM>;
-    using U = UnitTile<HEAD_SIZE>;
     constexpr int kRow = L::kRow;
     constexpr int kTile = L::kTile;
     constexpr int kStages = L::kStages;
@@ -150,15 +152,30 @@ grouped_unit_decode_kernel(scalar_t* __restrict__ out,             // [B, H, D]
     __syncthreads();  // the last CTA-wide barrier: from here on the two roles only meet at full/empty
 
     if (threadIdx.x >= kConsumerThreads) {
-        // Producers: step 6's loop, with unit copies.
-        UnitProducer<scalar_t, HEAD_SIZE> producer(threadIdx.x - kConsumerThreads, k_cache, v_cache, seq_pages, Hkv,
-                                                      kv_head, block_size, ctx);
+        // Producers. Slot s % kStages is reused once the consumers have released its previous
+        // tile (use s / kStages - 1 of `empty`). A producer announces tile s - kLag once its
+        // cp.async group has landed: the wait covers the thread's own copies only, which is
+        // why `full` counts every producer. kLag = kStages - 2 leaves one slot free, so the
+        // next copy is issued while the consumers work on the tile just announced (with
+        // kLag = kStages - 1 the producer waits for them, which measured slower; see the
+        // README).
+        constexpr int kLag = kStages - 2;
+        TileProducer<scalar_t, HEAD_SIZE> producer(threadIdx.x - kConsumerThreads, k_cache, v_cache, seq_pages, Hkv,
+                                                   kv_head, block_size, ctx);
         for (int s = 0; s < num_stream_tiles; ++s) {
             const int slot = s % kStages;
             if (s >= kStages) pa::mbarrier_wait(&empty[slot], (s / kStages + 1) & 1);
-            producer.issue(tiles + slot * kTile * kRow, s, &full[slot]);
+            producer.issue(tiles + slot * kTile * kRow, s);
+            if constexpr (TIMELINE)
+                if (s == 0 && threadIdx.x == kConsumerThreads) tl[pa::kTlFirstCopy] = pa::globaltimer_ns();
+            if (s >= kLag) {
+                pa::cp_async_wait<kLag>();
+                pa::mbarrier_arrive(&full[(s - kLag) % kStages]);
+            }
         }
-        return;  // the consumers wait for every byte before the CTA ends
+        pa::cp_async_wait<0>();
+        for (int s = max(0, num_stream_tiles - kLag); s < num_stream_tiles; ++s) pa::mbarrier_arrive(&full[s % kStages]);
+        return;
     }
 
     // Consumers. q rows of the group, 16 bytes at a time: q_tile[h][d] = q[seq, first_head + h, d]
@@ -194,7 +211,9 @@ grouped_unit_decode_kernel(scalar_t* __restrict__ out,             // [B, H, D]
     for (int s = 0; s < num_stream_tiles; ++s) {
         const int slot = s % kStages;
         pa::mbarrier_wait(&full[slot], (s / kStages) & 1);
-        const scalar_t* buf = tiles + slot * kTile * kRow;                // [8 units][U::kUnitElems]; V rows past the end are zero
+        if constexpr (TIMELINE)
+            if (threadIdx.x == 0) tl[pa::kTlTiles + s] = pa::globaltimer_ns();
+        const scalar_t* buf = tiles + slot * kTile * kRow;                // [kTile][kRow], rows >= n are zero
         const int n = min(kTile, ctx - s / 2 * kTile);                    // tokens of this token tile
         float* logits = logit_bufs + (s / 2 % 2) * L::kLogitFloats;       // [HEADS_PER_CTA][kTile + 8]
 
@@ -202,25 +221,27 @@ grouped_unit_decode_kernel(scalar_t* __restrict__ out,             // [B, H, D]
             // 1. logits[h][t] = scale * (K_tile[t] . q[h]), one 16-token x 8-head block per warp and step.
             for (int item = warp; item < L::kQkItems; item += kConsumerWarps) {
                 const int mt = item % L::kKSteps, nt = item / L::kKSteps;
+                if (mt * 16 >= n) continue;  // the whole block is past the sequence's end
                 float cf[2][4] = {};         // two partial sums: the mma chain is half as long
 #pragma unroll
                 for (int ks = 0; ks < HEAD_SIZE / 16; ++ks) {
                     uint32_t a[4], b[2];
-                    // A: slots mt*16 + (lane % 16), dims ks*16 + (lane / 16) * 8 .. + 8
-                    pa::ldmatrix_x4(a, buf + U::slot_offset(mt * 16 + lane % 16) + ks * 16 + lane / 16 * 8);
+                    // A: tokens mt*16 + (lane % 16), dims ks*16 + (lane / 16) * 8 .. + 8
+                    pa::ldmatrix_x4(a, buf + (mt * 16 + lane % 16) * kRow + ks * 16 + lane / 16 * 8);
                     // B: heads nt*8 + (lane % 8), dims ks*16 + (lane / 8 % 2) * 8 .. + 8
                     pa::ldmatrix_x2(b, q_tile + (nt * 8 + lane % 8) * kRow + ks * 16 + lane / 8 % 2 * 8);
                     pa::mma_16816<scalar_t>(cf[ks % 2], a, b);
                 }
-                // logits are kept by slot; a slot whose token is past the end gets -inf, so
-                // that the softmax gives it p = 0 without a bound
                 const int t = mt * 16 + g, h = nt * 8 + 2 * c;
                 float* row0 = logits + h * L::kLogitStride;  // logits[h][.], then logits[h + 1][.]
-                const bool on0 = U::token_of(t) < n, on8 = U::token_of(t + 8) < n;
-                row0[t] = on0 ? (cf[0][0] + cf[1][0]) * scale : -INFINITY;
-                row0[L::kLogitStride + t] = on0 ? (cf[0][1] + cf[1][1]) * scale : -INFINITY;
-                row0[t + 8] = on8 ? (cf[0][2] + cf[1][2]) * scale : -INFINITY;
-                row0[L::kLogitStride + t + 8] = on8 ? (cf[0][3] + cf[1][3]) * scale : -INFINITY;
+                if (t < n) {
+                    row0[t] = (cf[0][0] + cf[1][0]) * scale;
+                    row0[L::kLogitStride + t] = (cf[0][1] + cf[1][1]) * scale;
+                }
+                if (t + 8 < n) {
+                    row0[t + 8] = (cf[0][2] + cf[1][2]) * scale;
+                    row0[L::kLogitStride + t + 8] = (cf[0][3] + cf[1][3]) * scale;
+                }
             }
             pa::mbarrier_arrive(&empty[slot]);  // this thread is done with the K tile
             continue;
@@ -232,11 +253,11 @@ grouped_unit_decode_kernel(scalar_t* __restrict__ out,             // [B, H, D]
         //    buffer), and the token tile after that waits at this barrier of the next tile,
         //    which every warp reaches only after its PV here.
         pa::named_barrier_sync<kConsumerBarrier, kConsumerThreads>();
-        chunk_softmax<HEADS_PER_CTA, kConsumerWarps>(logits, L::kLogitStride, kTile, num_heads, m_run, l_run, alpha, red_max,
+        chunk_softmax<HEADS_PER_CTA, kConsumerWarps>(logits, L::kLogitStride, n, num_heads, m_run, l_run, alpha, red_max,
                                                red_sum);
         pa::named_barrier_sync<kConsumerBarrier, kConsumerThreads>();
-        // 3. out^T[d][h] += V_tile^T[d][t] p[h][t] over slots t, 16 per mma. Slots past the end
-        //    and idle heads give p = 0 (their V rows are zero too).
+        // 3. out^T[d][h] += V_tile^T[d][t] p[h][t], 16 tokens per mma. Tokens past the end and
+        //    idle heads give p = 0 (their V rows are zero too).
 #pragma unroll
         for (int j = 0; j < L::kPvItemsPerWarp; ++j) {
             const int item = pv_first_item + j * L::kWarpsPerSplit;
@@ -253,14 +274,14 @@ grouped_unit_decode_kernel(scalar_t* __restrict__ out,             // [B, H, D]
             const bool head_on = h_p < num_heads;
             auto p_pair = [&](int t) {  // p[h_p][t], p[h_p][t + 1] (t even) as one operand register
                 const float2 pp = *reinterpret_cast<const float2*>(prow + t);
-                return pa::pack2(head_on ? pp.x : 0.f, head_on ? pp.y : 0.f, scalar_t{});  // p = 0 past the end
+                return pa::pack2(head_on && t < n ? pp.x : 0.f, head_on && t + 1 < n ? pp.y : 0.f, scalar_t{});
             };
 #pragma unroll
             for (int kk = 0; kk < L::kKStepsPerSplit; ++kk) {  // steps past the end add zeros: no early exit
                 const int ks = pv_split * L::kKStepsPerSplit + kk;
                 uint32_t a[4], b[2];
-                // A = V^T: slots ks*16 + (lane % 8) + (lane / 16) * 8, dims mt*16 + (lane / 8 % 2) * 8 .. + 8
-                pa::ldmatrix_x4_trans(a, buf + U::slot_offset(ks * 16 + lane % 8 + lane / 16 * 8) + mt * 16 + lane / 8 % 2 * 8);
+                // A = V^T: tokens ks*16 + (lane % 8) + (lane / 16) * 8, dims mt*16 + (lane / 8 % 2) * 8 .. + 8
+                pa::ldmatrix_x4_trans(a, buf + (ks * 16 + lane % 8 + lane / 16 * 8) * kRow + mt * 16 + lane / 8 % 2 * 8);
                 const int t = ks * 16 + 2 * c;
                 b[0] = p_pair(t);
                 b[1] = p_pair(t + 8);
@@ -303,9 +324,8 @@ grouped_unit_decode_kernel(scalar_t* __restrict__ out,             // [B, H, D]
             }
         }
     }
-#else
-    __trap();
-#endif
+    if constexpr (TIMELINE)
+        if (threadIdx.x == 0) tl[pa::kTlEnd] = pa::globaltimer_ns();
 }
 
 }  // namespace lesson02

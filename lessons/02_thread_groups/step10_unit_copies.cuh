@@ -1,23 +1,25 @@
-// Lesson 02, step 6: step 5's warp-specialised CTA, with its rows copied by the copy engine.
+// Lesson 02, step 10: step 9 with one bulk copy per 16-token unit of a page, not per row.
 //
-// What changed since step 5 (step5_warp_specialized.cuh), and why: step 5's producers copy
-// with cp.async, whose completion a thread can only learn by waiting for its own copies
-// (cp.async.wait_group). So each producer issues tile s, then blocks until tile s - kLag has
-// landed before it may announce it, and only kLag + 1 tiles are ever on their way: two of a
-// three-slot ring at two CTAs per SM. Here every row of a tile is one bulk copy
-// (cp.async.bulk, sm_90): producer thread r hands row r (D * 2 bytes) to the copy engine and
-// arrives on the slot's `full` barrier with expect_tx, announcing the bytes; the barrier's
-// phase completes when every producer has arrived and every announced byte has landed. A
-// producer no longer waits for copies at all, only for free slots, so the whole ring streams.
-//  * Rows past the sequence's end are zeros, written by the producer thread that owns the
-//    row, then a proxy fence (the next bulk copy into that row is the copy engine's write,
-//    which barriers alone do not order after the thread's own), then a plain arrival.
-//  * Page ids are read a token tile ahead, as in step 5; a thread now needs one per tile.
-//  * Everything else, the layout (MmaLayout), the ring, the consumers' math, is step 5's.
-//  * Measured (README, step 6): faster than step 5 on every shape at two CTAs per SM, but
-//    slower at one CTA per SM on the long contexts, so `auto` takes it at two per SM only.
-// Needs sm_90 (the copy engine); elsewhere the variant says so and step 5 runs.
-// Run: lesson02_thread_groups [--check | --bench] --variant grouped_mma_bulk
+// What changed since step 9 (step9_bulk_rows.cuh), and why: with the consumers idle, step 9's
+// copies alone move about as many bytes per SM as step 8's whole kernel at one CTA per SM,
+// and fewer on long contexts: the copy engine pays per copy, and a row is only D * 2 bytes.
+// A page of one KV head is contiguous in the cache ([num_blocks, Hkv, block_size, D]), so 16
+// tokens (8 at D 256) of it are one copy of 4 KiB (2 KiB at D 64), and a tile is 8 copies
+// instead of 128. The price is the layout: a unit's rows land back to back, unpadded, and
+// rows 256 bytes apart share their shared-memory banks, so 8 rows of one unit read by one
+// ldmatrix would conflict 8 ways. Instead the mma sees the tile in another order:
+//  * slot s of a tile (the order of the mma's rows, logits and p) is row s / 8 of unit s % 8;
+//    units are padded by 16 bytes, so 8 consecutive slots are 8 different units, 16 bytes
+//    apart modulo 128: no bank conflict (UnitTile).
+//  * attention does not care in which order a tile's tokens are summed, only that a token's
+//    logit, p and V row share a slot; so QK, the softmax and PV run on slots unchanged, and
+//    only the addresses change (UnitTile::slot_offset).
+//  * a slot whose token is past the sequence's end gets the logit -inf (the softmax gives it
+//    p = 0, whatever its position), and its V row is zeros: the unit that holds the end is
+//    copied as its real rows only, the rest written with zeros (then a proxy fence).
+//  * pages of 8 tokens are smaller than a unit at D 64 and 128: step 10 refuses them by name.
+// Needs sm_90 (the copy engine), as step 9.
+// Run: lesson02_thread_groups [--check | --bench] --variant grouped_mma_units
 #pragma once
 
 #include <cuda_runtime.h>
@@ -27,56 +29,81 @@
 #include "device_math.cuh"
 #include "mbarrier.cuh"
 #include "mma.cuh"
-#include "step5_warp_specialized.cuh"  // MmaLayout, the thread counts, chunk_softmax
+#include "grouped_common.cuh"  // chunk_softmax, tile_tokens, tile_row_elems
+#include "ws_layout.cuh"  // MmaLayout, the thread counts
 
 namespace lesson02 {
 
-// The producer side: one bulk copy per row. Producer thread `tid` owns row tid of every tile
-// (a tile has 128 rows, 64 at D 256: there the upper half of the producers only arrive).
-template <class scalar_t, int HEAD_SIZE>
-struct BulkRowProducer {
+// The order of a staged tile: 8 units of kUnitRows rows each, a unit's rows back to back
+// (one copy), units padded by 16 bytes; slot s is row s / 8 of unit s % 8.
+template <int HEAD_SIZE>
+struct UnitTile {
     static constexpr int kTile = tile_tokens(HEAD_SIZE);
-    static constexpr int kRow = tile_row_elems(HEAD_SIZE);
-    static constexpr int kRowBytes = HEAD_SIZE * static_cast<int>(sizeof(scalar_t));  // 128, 256 or 512: whole 16 bytes
-    static_assert(kTile <= kProducerThreads, "one producer thread per row of a tile");
+    static constexpr int kUnits = 8;
+    static constexpr int kUnitRows = kTile / kUnits;                 // 16 tokens (8 at D 256)
+    static constexpr int kUnitElems = kUnitRows * HEAD_SIZE + 8;     // its rows, then 16 bytes of padding
+    __host__ __device__ static constexpr int slot_offset(int s) { return (s % kUnits) * kUnitElems + (s / kUnits) * HEAD_SIZE; }
+    __host__ __device__ static constexpr int token_of(int s) { return (s % kUnits) * kUnitRows + s / kUnits; }
+    static_assert(kUnitRows * HEAD_SIZE * 2 % 128 == 0, "units 16 bytes apart modulo 128: 8 units, 8 bank groups");
+    static_assert(kUnits * kUnitElems <= kTile * tile_row_elems(HEAD_SIZE), "a unit tile fits step 8's ring slot");
+};
+
+// The producer side: producer thread u < 8 copies unit u of every tile (tokens u * kUnitRows
+// .. + kUnitRows of the token tile), one bulk copy when all of them exist; the other producer
+// threads only arrive. A unit never straddles a page: its rows divide the page size.
+template <class scalar_t, int HEAD_SIZE>
+struct UnitProducer {
+    using U = UnitTile<HEAD_SIZE>;
+    static constexpr int kTile = U::kTile;
+    static constexpr int kRowBytes = HEAD_SIZE * static_cast<int>(sizeof(scalar_t));
+    static constexpr int kUnitBytes = U::kUnitRows * kRowBytes;  // 4 KiB (2 KiB at D 64)
 
     const scalar_t* k_cache;  // [num_blocks, Hkv, block_size, D]
     const scalar_t* v_cache;
     const int* seq_pages;     // this sequence's block-table row
-    int block_stride;         // elements between blocks: Hkv * block_size * D (a few million at most)
-    int src_offset;           // where this thread's row sits in its block: (kv_head, row % block_size, 0)
-    int row, block_shift, ctx;
-    int block_id;             // physical block of this thread's row of the next token tile (-1: none)
+    int block_stride;         // elements between blocks: Hkv * block_size * D
+    int head_offset;          // (kv_head, 0, 0) of a block
+    int unit, block_shift, block_mask, ctx;
+    int first;                // the next token tile's first token of this unit
+    int block_id;             // its physical block (-1: none)
 
-    __device__ BulkRowProducer(int tid, const scalar_t* k, const scalar_t* v, const int* pages, int Hkv, int kv_head,
-                               int block_size, int context)
-        : k_cache(k), v_cache(v), seq_pages(pages), row(tid), ctx(context) {
-        block_shift = __ffs(block_size) - 1;  // block sizes are powers of two, and divide kTile
+    __device__ UnitProducer(int tid, const scalar_t* k, const scalar_t* v, const int* pages, int Hkv, int kv_head,
+                            int block_size, int context)
+        : k_cache(k), v_cache(v), seq_pages(pages), unit(tid), ctx(context) {
+        block_shift = __ffs(block_size) - 1;
+        block_mask = block_size - 1;
         block_stride = Hkv * block_size * HEAD_SIZE;
-        src_offset = (kv_head * block_size + (row & (block_size - 1))) * HEAD_SIZE;
+        head_offset = kv_head * block_size * HEAD_SIZE;
         load_block_id(0);
     }
 
     __device__ __forceinline__ void load_block_id(int token_tile) {
-        const int t = token_tile * kTile + row;
-        block_id = row < kTile && t < ctx ? __ldg(seq_pages + (t >> block_shift)) : -1;
+        first = token_tile * kTile + unit * U::kUnitRows;
+        block_id = unit < U::kUnits && first < ctx ? __ldg(seq_pages + (first >> block_shift)) : -1;
     }
 
-    // Tile s (even: K of token tile s / 2, odd: its V) into buf = its ring slot [kTile][kRow],
-    // and this thread's arrival on `full`, the slot's barrier. Tiles must be issued in order.
+    // Tile s (even: K of token tile s / 2, odd: its V) into buf = its ring slot, and this
+    // thread's arrival on `full`. Tiles must be issued in order.
     __device__ __forceinline__ void issue(scalar_t* buf, int s, uint64_t* full) {
-        const scalar_t* cache = s % 2 == 0 ? k_cache : v_cache;
-        scalar_t* dst = buf + row * kRow;
-        if (block_id >= 0) {  // cache[block, kv_head, t % block_size, 0 .. D)
-            pa::mbarrier_arrive_expect_tx(full, kRowBytes);
-            pa::bulk_copy_to_shared(dst, cache + static_cast<long long>(block_id) * block_stride + src_offset, kRowBytes,
-                                    full);
-        } else {
-            if (row < kTile) {  // a row past the end: an mma multiplies whole 16-row blocks, and a stale NaN times 0 is NaN
-#pragma unroll
-                for (int i = 0; i < HEAD_SIZE / 8; ++i) reinterpret_cast<uint4*>(dst)[i] = make_uint4(0, 0, 0, 0);
+        if (unit < U::kUnits) {
+            const scalar_t* cache = s % 2 == 0 ? k_cache : v_cache;
+            scalar_t* dst = buf + unit * U::kUnitElems;
+            const int rows = block_id < 0 ? 0 : min(U::kUnitRows, ctx - first);  // rows that exist
+            // cache[block, kv_head, first % block_size .. + rows, 0 .. D): contiguous
+            const scalar_t* src = cache + static_cast<long long>(block_id) * block_stride + head_offset +
+                                  (first & block_mask) * HEAD_SIZE;
+            if (rows < U::kUnitRows) {  // the sequence ends in or before this unit: zeros after its last row
+                for (int i = rows * HEAD_SIZE / 8; i < U::kUnitRows * HEAD_SIZE / 8; ++i)
+                    reinterpret_cast<uint4*>(dst)[i] = make_uint4(0, 0, 0, 0);
                 pa::fence_proxy_async_shared();
             }
+            if (rows > 0) {
+                pa::mbarrier_arrive_expect_tx(full, rows * kRowBytes);
+                pa::bulk_copy_to_shared(dst, src, rows * kRowBytes, full);
+            } else {
+                pa::mbarrier_arrive(full);
+            }
+        } else {
             pa::mbarrier_arrive(full);
         }
         if (s % 2 == 1) load_block_id(s / 2 + 1);
@@ -85,7 +112,7 @@ struct BulkRowProducer {
 
 template <class scalar_t, int HEAD_SIZE, int HEADS_PER_CTA, int CTAS_PER_SM>
 __global__ void __launch_bounds__(kMmaThreads, CTAS_PER_SM)
-grouped_bulk_decode_kernel(scalar_t* __restrict__ out,             // [B, H, D]
+grouped_unit_decode_kernel(scalar_t* __restrict__ out,             // [B, H, D]
                           const scalar_t* __restrict__ q,         // [B, H, D]
                           const scalar_t* __restrict__ k_cache,   // [num_blocks, Hkv, block_size, D]
                           const scalar_t* __restrict__ v_cache,   // [num_blocks, Hkv, block_size, D]
@@ -94,6 +121,7 @@ grouped_bulk_decode_kernel(scalar_t* __restrict__ out,             // [B, H, D]
                           int H, int Hkv, int group, int block_size, int max_blocks_per_seq, float scale) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900  // bulk copies: sm_90 (why_not keeps other GPUs away)
     using L = MmaLayout<HEAD_SIZE, HEADS_PER_CTA, CTAS_PER_SM>;
+    using U = UnitTile<HEAD_SIZE>;
     constexpr int kRow = L::kRow;
     constexpr int kTile = L::kTile;
     constexpr int kStages = L::kStages;
@@ -123,11 +151,8 @@ grouped_bulk_decode_kernel(scalar_t* __restrict__ out,             // [B, H, D]
     __syncthreads();  // the last CTA-wide barrier: from here on the two roles only meet at full/empty
 
     if (threadIdx.x >= kConsumerThreads) {
-        // Producers. Slot s % kStages is reused once the consumers have released its previous
-        // tile (use s / kStages - 1 of `empty`); that is the only wait left. The tile's
-        // arrival on full[slot] goes in with the copies, and the slot's phase completes when
-        // the last of its bytes lands, so every slot of the ring can be in flight at once.
-        BulkRowProducer<scalar_t, HEAD_SIZE> producer(threadIdx.x - kConsumerThreads, k_cache, v_cache, seq_pages, Hkv,
+        // Producers: step 9's loop, with unit copies.
+        UnitProducer<scalar_t, HEAD_SIZE> producer(threadIdx.x - kConsumerThreads, k_cache, v_cache, seq_pages, Hkv,
                                                       kv_head, block_size, ctx);
         for (int s = 0; s < num_stream_tiles; ++s) {
             const int slot = s % kStages;
@@ -170,7 +195,7 @@ grouped_bulk_decode_kernel(scalar_t* __restrict__ out,             // [B, H, D]
     for (int s = 0; s < num_stream_tiles; ++s) {
         const int slot = s % kStages;
         pa::mbarrier_wait(&full[slot], (s / kStages) & 1);
-        const scalar_t* buf = tiles + slot * kTile * kRow;                // [kTile][kRow], rows >= n are zero
+        const scalar_t* buf = tiles + slot * kTile * kRow;                // [8 units][U::kUnitElems]; V rows past the end are zero
         const int n = min(kTile, ctx - s / 2 * kTile);                    // tokens of this token tile
         float* logits = logit_bufs + (s / 2 % 2) * L::kLogitFloats;       // [HEADS_PER_CTA][kTile + 8]
 
@@ -178,27 +203,25 @@ grouped_bulk_decode_kernel(scalar_t* __restrict__ out,             // [B, H, D]
             // 1. logits[h][t] = scale * (K_tile[t] . q[h]), one 16-token x 8-head block per warp and step.
             for (int item = warp; item < L::kQkItems; item += kConsumerWarps) {
                 const int mt = item % L::kKSteps, nt = item / L::kKSteps;
-                if (mt * 16 >= n) continue;  // the whole block is past the sequence's end
                 float cf[2][4] = {};         // two partial sums: the mma chain is half as long
 #pragma unroll
                 for (int ks = 0; ks < HEAD_SIZE / 16; ++ks) {
                     uint32_t a[4], b[2];
-                    // A: tokens mt*16 + (lane % 16), dims ks*16 + (lane / 16) * 8 .. + 8
-                    pa::ldmatrix_x4(a, buf + (mt * 16 + lane % 16) * kRow + ks * 16 + lane / 16 * 8);
+                    // A: slots mt*16 + (lane % 16), dims ks*16 + (lane / 16) * 8 .. + 8
+                    pa::ldmatrix_x4(a, buf + U::slot_offset(mt * 16 + lane % 16) + ks * 16 + lane / 16 * 8);
                     // B: heads nt*8 + (lane % 8), dims ks*16 + (lane / 8 % 2) * 8 .. + 8
                     pa::ldmatrix_x2(b, q_tile + (nt * 8 + lane % 8) * kRow + ks * 16 + lane / 8 % 2 * 8);
                     pa::mma_16816<scalar_t>(cf[ks % 2], a, b);
                 }
+                // logits are kept by slot; a slot whose token is past the end gets -inf, so
+                // that the softmax gives it p = 0 without a bound
                 const int t = mt * 16 + g, h = nt * 8 + 2 * c;
                 float* row0 = logits + h * L::kLogitStride;  // logits[h][.], then logits[h + 1][.]
-                if (t < n) {
-                    row0[t] = (cf[0][0] + cf[1][0]) * scale;
-                    row0[L::kLogitStride + t] = (cf[0][1] + cf[1][1]) * scale;
-                }
-                if (t + 8 < n) {
-                    row0[t + 8] = (cf[0][2] + cf[1][2]) * scale;
-                    row0[L::kLogitStride + t + 8] = (cf[0][3] + cf[1][3]) * scale;
-                }
+                const bool on0 = U::token_of(t) < n, on8 = U::token_of(t + 8) < n;
+                row0[t] = on0 ? (cf[0][0] + cf[1][0]) * scale : -INFINITY;
+                row0[L::kLogitStride + t] = on0 ? (cf[0][1] + cf[1][1]) * scale : -INFINITY;
+                row0[t + 8] = on8 ? (cf[0][2] + cf[1][2]) * scale : -INFINITY;
+                row0[L::kLogitStride + t + 8] = on8 ? (cf[0][3] + cf[1][3]) * scale : -INFINITY;
             }
             pa::mbarrier_arrive(&empty[slot]);  // this thread is done with the K tile
             continue;
@@ -210,11 +233,11 @@ grouped_bulk_decode_kernel(scalar_t* __restrict__ out,             // [B, H, D]
         //    buffer), and the token tile after that waits at this barrier of the next tile,
         //    which every warp reaches only after its PV here.
         pa::named_barrier_sync<kConsumerBarrier, kConsumerThreads>();
-        chunk_softmax<HEADS_PER_CTA, kConsumerWarps>(logits, L::kLogitStride, n, num_heads, m_run, l_run, alpha, red_max,
+        chunk_softmax<HEADS_PER_CTA, kConsumerWarps>(logits, L::kLogitStride, kTile, num_heads, m_run, l_run, alpha, red_max,
                                                red_sum);
         pa::named_barrier_sync<kConsumerBarrier, kConsumerThreads>();
-        // 3. out^T[d][h] += V_tile^T[d][t] p[h][t], 16 tokens per mma. Tokens past the end and
-        //    idle heads give p = 0 (their V rows are zero too).
+        // 3. out^T[d][h] += V_tile^T[d][t] p[h][t] over slots t, 16 per mma. Slots past the end
+        //    and idle heads give p = 0 (their V rows are zero too).
 #pragma unroll
         for (int j = 0; j < L::kPvItemsPerWarp; ++j) {
             const int item = pv_first_item + j * L::kWarpsPerSplit;
@@ -231,14 +254,14 @@ grouped_bulk_decode_kernel(scalar_t* __restrict__ out,             // [B, H, D]
             const bool head_on = h_p < num_heads;
             auto p_pair = [&](int t) {  // p[h_p][t], p[h_p][t + 1] (t even) as one operand register
                 const float2 pp = *reinterpret_cast<const float2*>(prow + t);
-                return pa::pack2(head_on && t < n ? pp.x : 0.f, head_on && t + 1 < n ? pp.y : 0.f, scalar_t{});
+                return pa::pack2(head_on ? pp.x : 0.f, head_on ? pp.y : 0.f, scalar_t{});  // p = 0 past the end
             };
 #pragma unroll
             for (int kk = 0; kk < L::kKStepsPerSplit; ++kk) {  // steps past the end add zeros: no early exit
                 const int ks = pv_split * L::kKStepsPerSplit + kk;
                 uint32_t a[4], b[2];
-                // A = V^T: tokens ks*16 + (lane % 8) + (lane / 16) * 8, dims mt*16 + (lane / 8 % 2) * 8 .. + 8
-                pa::ldmatrix_x4_trans(a, buf + (ks * 16 + lane % 8 + lane / 16 * 8) * kRow + mt * 16 + lane / 8 % 2 * 8);
+                // A = V^T: slots ks*16 + (lane % 8) + (lane / 16) * 8, dims mt*16 + (lane / 8 % 2) * 8 .. + 8
+                pa::ldmatrix_x4_trans(a, buf + U::slot_offset(ks * 16 + lane % 8 + lane / 16 * 8) + mt * 16 + lane / 8 % 2 * 8);
                 const int t = ks * 16 + 2 * c;
                 b[0] = p_pair(t);
                 b[1] = p_pair(t + 8);

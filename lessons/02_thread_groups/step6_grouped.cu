@@ -1,14 +1,14 @@
-// Step 3's instantiations, listed once (with_kernel), and its launcher.
+// Step 6's instantiations, listed once (with_kernel), and its launcher.
 #include <algorithm>
 
 #include "cuda_check.cuh"
 #include "dispatch.cuh"
 #include "launch_utils.cuh"
-#include "step3_grouped.cuh"
+#include "step6_grouped.cuh"
 #include "steps.h"
 #include "table.h"
 
-namespace lesson02::step3 {
+namespace lesson02::step6 {
 
 namespace {
 
@@ -58,7 +58,7 @@ size_t smem_bytes(int D, int heads, int chunk, int token_lanes) {
 }
 
 [[noreturn]] void not_built(pa::DType t, int D, int tgs, int heads) {
-    throw pa::CudaError(pa::strf("lesson02 step 3: no kernel built for %s D %d TGS %d with %d heads per CTA",
+    throw pa::CudaError(pa::strf("lesson02 step 6: no kernel built for %s D %d TGS %d with %d heads per CTA",
                                  pa::dtype_name(t), D, tgs, heads));
 }
 
@@ -117,4 +117,4 @@ pa::LaunchGeometry geometry(Mapping m, const pa::DecodeShape& s, int tgs, const 
     return g;
 }
 
-}  // namespace lesson02::step3
+}  // namespace lesson02::step6

@@ -1,29 +1,23 @@
-// Lesson 02, step 5: the tensor-core grouped CTA of step 4, with warps that only copy.
+// Lesson 02, step 9: step 8's warp-specialised CTA, with its rows copied by the copy engine.
 //
-// What changed since step 4 (step4_tensor_cores.cuh), and why: with the arithmetic on
-// tensor cores cheap, one CTA per SM must keep DRAM busy. When the same warps issue the
-// copies and do the math, every copy waits behind the softmax and the mma chains of the
-// warp that issues it, and every warp waits at a CTA-wide barrier per tile. Here 4
-// producer warps do nothing but copy K and V tiles into a ring, and 8 consumer warps do
-// nothing but compute; they meet at two mbarriers per ring slot (common/mbarrier.cuh):
-//   full[slot]   the tile has landed       (producers arrive, consumers wait)
-//   empty[slot]  the tile has been used    (consumers arrive, producers wait)
-// so a copy is issued as soon as a slot frees up, whatever the consumers are doing.
-//  * The math is step 4's: K and V stream alternately over the whole sequence
-//    (K0 V0 K1 V1 ...), logits and PV on mma.sync.m16n8k16, the softmax step on each K
-//    tile's logits. The logits are double-buffered by token tile, so the consumers need
-//    only two barriers of their own per token tile: before the softmax and before PV.
-//  * A producer thread copies the same 16-byte piece of the same rows of every tile, and
-//    reads page ids a tile ahead (see TileProducer).
-//  * CTAS_PER_SM: one CTA per SM with a ring of up to 6 slots, or two CTAs per SM with 3
-//    slots each (half the shared memory), so that on a grid larger than the GPU one CTA's
-//    start and end overlap the other's streaming. The two-per-SM layout is also what a GPU
-//    with less shared memory per CTA (A100: 163 KiB) runs, one CTA per SM.
-//  * TIMELINE: a second build of the kernel that also records when each CTA started, issued
-//    its first copies, saw each tile land and finished (common/timeline.h), for
-//    `lesson02_thread_groups --timeline`. The kernel that is checked and timed everywhere
-//    else is the TIMELINE = false build, which has none of it.
-// Run: lesson02_thread_groups [--check | --bench] --variant grouped_mma_ws
+// What changed since step 8 (step8_warp_specialized.cuh), and why: step 8's producers copy
+// with cp.async, whose completion a thread can only learn by waiting for its own copies
+// (cp.async.wait_group). So each producer issues tile s, then blocks until tile s - kLag has
+// landed before it may announce it, and only kLag + 1 tiles are ever on their way: two of a
+// three-slot ring at two CTAs per SM. Here every row of a tile is one bulk copy
+// (cp.async.bulk, sm_90): producer thread r hands row r (D * 2 bytes) to the copy engine and
+// arrives on the slot's `full` barrier with expect_tx, announcing the bytes; the barrier's
+// phase completes when every producer has arrived and every announced byte has landed. A
+// producer no longer waits for copies at all, only for free slots, so the whole ring streams.
+//  * Rows past the sequence's end are zeros, written by the producer thread that owns the
+//    row, then a proxy fence (the next bulk copy into that row is the copy engine's write,
+//    which barriers alone do not order after the thread's own), then a plain arrival.
+//  * Page ids are read a token tile ahead, as in step 8; a thread now needs one per tile.
+//  * Everything else, the layout (MmaLayout), the ring, the consumers' math, is step 8's.
+//  * Measured (README, step 9): faster than step 8 on every shape at two CTAs per SM, but
+//    slower at one CTA per SM on the long contexts, so `auto` takes it at two per SM only.
+// Needs sm_90 (the copy engine); elsewhere the variant says so and step 8 runs.
+// Run: lesson02_thread_groups [--check | --bench] --variant grouped_mma_bulk
 #pragma once
 
 #include <cuda_runtime.h>
@@ -33,145 +27,73 @@
 #include "device_math.cuh"
 #include "mbarrier.cuh"
 #include "mma.cuh"
-#include "step3_grouped.cuh"
-#include "timeline.cuh"
+#include "grouped_common.cuh"  // chunk_softmax, tile_tokens, tile_row_elems
+#include "ws_layout.cuh"  // MmaLayout, the thread counts
 
 namespace lesson02 {
 
-// What one CTA may ask for on sm_90 (227 KiB opt-in) less 1 KiB for the static arrays. Two
-// CTAs share an SM's 228 KiB, less 1 KiB the system keeps per CTA and room for the static
-// arrays; that layout also fits an A100 (163 KiB a CTA). GPUs with 99 KiB a CTA (sm_86,
-// sm_89) fit neither: the variant says so, and step 4 runs there.
-constexpr int kMmaSmemLimit = 226 * 1024;
-constexpr int kMmaSmemLimitTwoPerSm = 228 * 1024 / 2 - 1024 - 256;
-constexpr int kConsumerThreads = 256;  // warps 0..7: the math
-constexpr int kProducerThreads = 128;  // warps 8..11: the copies
-constexpr int kMmaThreads = kConsumerThreads + kProducerThreads;
-constexpr int kConsumerWarps = kConsumerThreads / 32;
-constexpr int kConsumerBarrier = 1;  // named barrier id of the consumer warps
-
-// HEADS_PER_CTA: the heads of one CTA rounded up to whole mma columns (8, 16 or 32).
-// CTAS_PER_SM: 1, or 2 (a shallower ring, so that two CTAs fit on an SM).
-template <int HEAD_SIZE, int HEADS_PER_CTA, int CTAS_PER_SM>
-struct MmaLayout {
-    static constexpr int kTile = tile_tokens(HEAD_SIZE);    // tokens per staged tile: 128 (64 at D 256)
-    static constexpr int kRow = tile_row_elems(HEAD_SIZE);  // D + 8 elements: rows padded by 16 bytes
-    static constexpr int kNTiles = HEADS_PER_CTA / 8;             // 8-head column blocks
-    static constexpr int kKSteps = kTile / 16;              // 16-token steps of a tile
-    static constexpr int kQkItems = kKSteps * kNTiles;      // 16-token x 8-head logit blocks per tile
-    // Output blocks (16 dims x 8 heads) live in registers for the whole kernel. With fewer
-    // blocks than consumer warps, kPvSplit warps share a block, each taking some of the
-    // tile's 16-token steps; their partial sums are added once, at the end.
-    static constexpr int kPvItems = HEAD_SIZE / 16 * kNTiles;
-    static constexpr int kPvSplit = kPvItems >= kConsumerWarps ? 1 : kConsumerWarps / kPvItems;
-    static constexpr int kWarpsPerSplit = kConsumerWarps / kPvSplit;
-    static constexpr int kPvItemsPerWarp = kPvItems / kWarpsPerSplit;
-    static constexpr int kKStepsPerSplit = kKSteps / kPvSplit;
-    static constexpr int kLogitStride = kTile + 8;  // p[h][t], p[h][t + 1] as one 8-byte read, no bank conflict
-    // Dynamic shared memory, in bytes:
-    //   tiles   [stages][kTile][kRow] K or V elements (at the end: the split partial sums)
-    //   q       [HEADS_PER_CTA][kRow] elements, unscaled (heads past the group are zero)
-    //   logits  [2][HEADS_PER_CTA][kTile + 8] floats: a token tile's logits, then its p; two
-    //           buffers, used by even and odd token tiles
-    static constexpr int kTileBytes = kTile * kRow * 2;
-    static constexpr int kLogitFloats = HEADS_PER_CTA * kLogitStride;
-    static constexpr int kFixedBytes = HEADS_PER_CTA * kRow * 2 + 2 * kLogitFloats * 4;
-    // As many ring slots as fit, at most 6 (204 KiB at D 128).
-    static constexpr int kSmemLimit = CTAS_PER_SM == 1 ? kMmaSmemLimit : kMmaSmemLimitTwoPerSm;
-    static constexpr int kStages = (kSmemLimit - kFixedBytes) / kTileBytes < 6 ? (kSmemLimit - kFixedBytes) / kTileBytes : 6;
-    static constexpr int kSmemBytes = kStages * kTileBytes + kFixedBytes;
-    static_assert(HEADS_PER_CTA == 8 || HEADS_PER_CTA == 16 || HEADS_PER_CTA == 32, "heads are padded to 8, 16 or 32");
-    static_assert(CTAS_PER_SM == 1 || CTAS_PER_SM == 2, "one or two CTAs per SM");
-    static_assert(HEADS_PER_CTA >= kConsumerWarps, "chunk_softmax gives each head one whole warp");
-    static_assert(kPvItemsPerWarp * kWarpsPerSplit == kPvItems && kKStepsPerSplit * kPvSplit == kKSteps,
-                  "output blocks and token steps must spread evenly over the warps");
-    static_assert(kStages >= 3, "the ring needs at least three slots");
-    static_assert((kPvSplit - 1) * HEADS_PER_CTA * HEAD_SIZE * 4 <= kStages * kTileBytes, "split partials reuse the ring");
-};
-
-// The producer side: copies of K/V tiles into the ring with cp.async. Producer thread `tid`
-// always copies the same 16-byte piece of rows row0, row0 + kRowsPerPass, ... of a tile, so
-// a copy costs one multiply-add on top of the cp.async. The page ids of a token tile are
-// read from the block table while the previous token tile's V is copied (a dependent
-// global load right before a copy would hold it up), and serve both its K and its V tile.
+// The producer side: one bulk copy per row. Producer thread `tid` owns row tid of every tile
+// (a tile has 128 rows, 64 at D 256: there the upper half of the producers only arrive).
 template <class scalar_t, int HEAD_SIZE>
-struct TileProducer {
-    static constexpr int kPieces = HEAD_SIZE / 8;                    // 16-byte pieces of a row
-    static constexpr int kRowsPerPass = kProducerThreads / kPieces;  // rows one pass of the producers copies
+struct BulkRowProducer {
     static constexpr int kTile = tile_tokens(HEAD_SIZE);
-    static constexpr int kRowsPerThread = kTile / kRowsPerPass;
     static constexpr int kRow = tile_row_elems(HEAD_SIZE);
-    static_assert(kProducerThreads % kPieces == 0 && kTile % kRowsPerPass == 0, "every row of a tile has one copier per piece");
+    static constexpr int kRowBytes = HEAD_SIZE * static_cast<int>(sizeof(scalar_t));  // 128, 256 or 512: whole 16 bytes
+    static_assert(kTile <= kProducerThreads, "one producer thread per row of a tile");
 
-    const scalar_t* k_cache;   // [num_blocks, Hkv, block_size, D]
+    const scalar_t* k_cache;  // [num_blocks, Hkv, block_size, D]
     const scalar_t* v_cache;
-    const int* seq_pages;      // this sequence's block-table row
-    int block_stride;          // elements between blocks: Hkv * block_size * D (a few million at most)
-    int src_offset[kRowsPerThread];  // where row k of any tile sits in its block, plus kv_head and piece
-    int row0, smem_offset;     // first row; its piece's place in a staged tile
-    int block_shift, ctx;
-    int block_ids[kRowsPerThread];  // physical blocks of this thread's rows of the next token tile (-1 past the end)
+    const int* seq_pages;     // this sequence's block-table row
+    int block_stride;         // elements between blocks: Hkv * block_size * D (a few million at most)
+    int src_offset;           // where this thread's row sits in its block: (kv_head, row % block_size, 0)
+    int row, block_shift, ctx;
+    int block_id;             // physical block of this thread's row of the next token tile (-1: none)
 
-    __device__ TileProducer(int tid, const scalar_t* k, const scalar_t* v, const int* pages, int Hkv, int kv_head,
-                            int block_size, int context)
-        : k_cache(k), v_cache(v), seq_pages(pages) {
-        const int piece = tid % kPieces;
-        row0 = tid / kPieces;
-        smem_offset = row0 * kRow + piece * 8;
+    __device__ BulkRowProducer(int tid, const scalar_t* k, const scalar_t* v, const int* pages, int Hkv, int kv_head,
+                               int block_size, int context)
+        : k_cache(k), v_cache(v), seq_pages(pages), row(tid), ctx(context) {
         block_shift = __ffs(block_size) - 1;  // block sizes are powers of two, and divide kTile
         block_stride = Hkv * block_size * HEAD_SIZE;
-#pragma unroll
-        for (int k = 0; k < kRowsPerThread; ++k)  // tile starts are multiples of the block size
-            src_offset[k] = (kv_head * block_size + ((row0 + k * kRowsPerPass) & (block_size - 1))) * HEAD_SIZE + piece * 8;
-        ctx = context;
-        load_block_ids(0);
+        src_offset = (kv_head * block_size + (row & (block_size - 1))) * HEAD_SIZE;
+        load_block_id(0);
     }
 
-    __device__ __forceinline__ void load_block_ids(int token_tile) {
-#pragma unroll
-        for (int k = 0; k < kRowsPerThread; ++k) {
-            const int t = token_tile * kTile + row0 + k * kRowsPerPass;
-            block_ids[k] = t < ctx ? __ldg(seq_pages + (t >> block_shift)) : -1;
-        }
+    __device__ __forceinline__ void load_block_id(int token_tile) {
+        const int t = token_tile * kTile + row;
+        block_id = row < kTile && t < ctx ? __ldg(seq_pages + (t >> block_shift)) : -1;
     }
 
-    // Stream tile s (even: K of token tile s / 2, odd: its V) into buf = its ring slot
-    // [kTile][kRow], and commit it as one cp.async group. Rows past the sequence's end are
-    // zeroed: an mma multiplies whole 16-row blocks, and a stale NaN times p = 0 would still
-    // be NaN. Tiles must be issued in order.
-    __device__ __forceinline__ void issue(scalar_t* buf, int s) {
+    // Tile s (even: K of token tile s / 2, odd: its V) into buf = its ring slot [kTile][kRow],
+    // and this thread's arrival on `full`, the slot's barrier. Tiles must be issued in order.
+    __device__ __forceinline__ void issue(scalar_t* buf, int s, uint64_t* full) {
         const scalar_t* cache = s % 2 == 0 ? k_cache : v_cache;
-        buf += smem_offset;
+        scalar_t* dst = buf + row * kRow;
+        if (block_id >= 0) {  // cache[block, kv_head, t % block_size, 0 .. D)
+            pa::mbarrier_arrive_expect_tx(full, kRowBytes);
+            pa::bulk_copy_to_shared(dst, cache + static_cast<long long>(block_id) * block_stride + src_offset, kRowBytes,
+                                    full);
+        } else {
+            if (row < kTile) {  // a row past the end: an mma multiplies whole 16-row blocks, and a stale NaN times 0 is NaN
 #pragma unroll
-        for (int k = 0; k < kRowsPerThread; ++k) {
-            scalar_t* dst = buf + k * kRowsPerPass * kRow;
-            if (block_ids[k] >= 0)  // cache[block, kv_head, t % block_size, piece * 8 .. + 8]
-                pa::cp_async16(dst, cache + static_cast<long long>(block_ids[k]) * block_stride + src_offset[k]);
-            else
-                *reinterpret_cast<uint4*>(dst) = make_uint4(0, 0, 0, 0);
+                for (int i = 0; i < HEAD_SIZE / 8; ++i) reinterpret_cast<uint4*>(dst)[i] = make_uint4(0, 0, 0, 0);
+                pa::fence_proxy_async_shared();
+            }
+            pa::mbarrier_arrive(full);
         }
-        pa::cp_async_commit();
-        if (s % 2 == 1) load_block_ids(s / 2 + 1);
+        if (s % 2 == 1) load_block_id(s / 2 + 1);
     }
 };
 
-template <class scalar_t, int HEAD_SIZE, int HEADS_PER_CTA, int CTAS_PER_SM, bool TIMELINE>
+template <class scalar_t, int HEAD_SIZE, int HEADS_PER_CTA, int CTAS_PER_SM>
 __global__ void __launch_bounds__(kMmaThreads, CTAS_PER_SM)
-grouped_mma_decode_kernel(scalar_t* __restrict__ out,             // [B, H, D]
+grouped_bulk_decode_kernel(scalar_t* __restrict__ out,             // [B, H, D]
                           const scalar_t* __restrict__ q,         // [B, H, D]
                           const scalar_t* __restrict__ k_cache,   // [num_blocks, Hkv, block_size, D]
                           const scalar_t* __restrict__ v_cache,   // [num_blocks, Hkv, block_size, D]
                           const int* __restrict__ block_table,    // [B, max_blocks_per_seq]
                           const int* __restrict__ context_lens,   // [B]
                           int H, int Hkv, int group, int block_size, int max_blocks_per_seq, float scale) {
-    uint64_t* tl = nullptr;  // this CTA's record (common/timeline.h)
-    if constexpr (TIMELINE) {
-        tl = pa::timeline_row();
-        if (threadIdx.x == 0) {
-            tl[pa::kTlStart] = pa::globaltimer_ns();
-            tl[pa::kTlSm] = pa::sm_id();
-        }
-    }
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900  // bulk copies: sm_90 (why_not keeps other GPUs away)
     using L = MmaLayout<HEAD_SIZE, HEADS_PER_CTA, CTAS_PER_SM>;
     constexpr int kRow = L::kRow;
     constexpr int kTile = L::kTile;
@@ -203,29 +125,17 @@ grouped_mma_decode_kernel(scalar_t* __restrict__ out,             // [B, H, D]
 
     if (threadIdx.x >= kConsumerThreads) {
         // Producers. Slot s % kStages is reused once the consumers have released its previous
-        // tile (use s / kStages - 1 of `empty`). A producer announces tile s - kLag once its
-        // cp.async group has landed: the wait covers the thread's own copies only, which is
-        // why `full` counts every producer. kLag = kStages - 2 leaves one slot free, so the
-        // next copy is issued while the consumers work on the tile just announced (with
-        // kLag = kStages - 1 the producer waits for them, which measured slower; see the
-        // README).
-        constexpr int kLag = kStages - 2;
-        TileProducer<scalar_t, HEAD_SIZE> producer(threadIdx.x - kConsumerThreads, k_cache, v_cache, seq_pages, Hkv,
-                                                   kv_head, block_size, ctx);
+        // tile (use s / kStages - 1 of `empty`); that is the only wait left. The tile's
+        // arrival on full[slot] goes in with the copies, and the slot's phase completes when
+        // the last of its bytes lands, so every slot of the ring can be in flight at once.
+        BulkRowProducer<scalar_t, HEAD_SIZE> producer(threadIdx.x - kConsumerThreads, k_cache, v_cache, seq_pages, Hkv,
+                                                      kv_head, block_size, ctx);
         for (int s = 0; s < num_stream_tiles; ++s) {
             const int slot = s % kStages;
             if (s >= kStages) pa::mbarrier_wait(&empty[slot], (s / kStages + 1) & 1);
-            producer.issue(tiles + slot * kTile * kRow, s);
-            if constexpr (TIMELINE)
-                if (s == 0 && threadIdx.x == kConsumerThreads) tl[pa::kTlFirstCopy] = pa::globaltimer_ns();
-            if (s >= kLag) {
-                pa::cp_async_wait<kLag>();
-                pa::mbarrier_arrive(&full[(s - kLag) % kStages]);
-            }
+            producer.issue(tiles + slot * kTile * kRow, s, &full[slot]);
         }
-        pa::cp_async_wait<0>();
-        for (int s = max(0, num_stream_tiles - kLag); s < num_stream_tiles; ++s) pa::mbarrier_arrive(&full[s % kStages]);
-        return;
+        return;  // the consumers wait for every byte before the CTA ends
     }
 
     // Consumers. q rows of the group, 16 bytes at a time: q_tile[h][d] = q[seq, first_head + h, d]
@@ -261,8 +171,6 @@ grouped_mma_decode_kernel(scalar_t* __restrict__ out,             // [B, H, D]
     for (int s = 0; s < num_stream_tiles; ++s) {
         const int slot = s % kStages;
         pa::mbarrier_wait(&full[slot], (s / kStages) & 1);
-        if constexpr (TIMELINE)
-            if (threadIdx.x == 0) tl[pa::kTlTiles + s] = pa::globaltimer_ns();
         const scalar_t* buf = tiles + slot * kTile * kRow;                // [kTile][kRow], rows >= n are zero
         const int n = min(kTile, ctx - s / 2 * kTile);                    // tokens of this token tile
         float* logits = logit_bufs + (s / 2 % 2) * L::kLogitFloats;       // [HEADS_PER_CTA][kTile + 8]
@@ -374,8 +282,9 @@ grouped_mma_decode_kernel(scalar_t* __restrict__ out,             // [B, H, D]
             }
         }
     }
-    if constexpr (TIMELINE)
-        if (threadIdx.x == 0) tl[pa::kTlEnd] = pa::globaltimer_ns();
+#else
+    __trap();
+#endif
 }
 
 }  // namespace lesson02

@@ -1,6 +1,6 @@
-// Lesson 02, step 4: the GQA-grouped CTA with its dot products on tensor cores.
+// Lesson 02, step 7: the GQA-grouped CTA with its dot products on tensor cores.
 //
-// What changed since step 3 (step3_grouped.cuh), and why: the arithmetic moves from CUDA
+// What changed since step 6 (step6_grouped.cuh), and why: the arithmetic moves from CUDA
 // cores to tensor cores. A grouped CTA does `group` times the arithmetic of a per-head CTA
 // on the same bytes: for llama70b (group 8) that is 2 * 8 * D multiply-adds per 4 * D bytes
 // of K and V, and at full memory speed each SM would have to keep about half of its fp32
@@ -16,13 +16,13 @@
 // first). P is rounded to the storage type in registers for the second GEMM, as
 // FlashAttention does; maxima, sums and accumulators stay fp32.
 //  * K and V stream alternately over the whole sequence (K0 V0 K1 V1 ...) through one
-//    cp.async ring, instead of step 3's chunks of K tiles then V tiles: the softmax step
+//    cp.async ring, instead of step 6's chunks of K tiles then V tiles: the softmax step
 //    runs on each token tile's logits (chunk_softmax with the tile as the chunk), so only
 //    one tile of logits is kept, and each output block (16 dims x 8 heads) stays in one
 //    warp's registers for the whole sequence.
-//  * Every warp does both jobs, as in step 3: all 256 threads copy the tile kStages - 1
+//  * Every warp does both jobs, as in step 6: all 256 threads copy the tile kStages - 1
 //    ahead, then compute on the current one, and one __syncthreads per tile says "the tile
-//    has landed, and the slot it frees is no longer read". Step 5 gives the copies warps of
+//    has landed, and the slot it frees is no longer read". Step 8 gives the copies warps of
 //    their own, because here a copy waits behind the math of the warp that issues it.
 //  * Rows past the sequence's end are zeroed in shared memory, never copied: an mma
 //    multiplies whole 16-row blocks, and a NaN in the cache times p = 0 is still NaN.
@@ -38,9 +38,9 @@
 
 #include "device_math.cuh"
 #include "mma.cuh"
-#include "step3_grouped.cuh"  // chunk_softmax, tile_row_elems
+#include "grouped_common.cuh"  // chunk_softmax, tile_row_elems
 
-namespace lesson02::step4 {
+namespace lesson02::step7 {
 
 constexpr int kThreads = 256;  // 8 warps, each of which copies and computes
 constexpr int kWarps = kThreads / 32;
@@ -336,4 +336,4 @@ grouped_mma_decode_kernel(scalar_t* __restrict__ out,             // [B, H, D]
     }
 }
 
-}  // namespace lesson02::step4
+}  // namespace lesson02::step7
