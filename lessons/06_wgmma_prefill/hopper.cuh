@@ -1,4 +1,4 @@
-// Hopper (sm_90a) building blocks of lesson 06's last two steps: wgmma, its shared-memory
+// Hopper (sm_90a) building blocks of lesson 06's steps 3 to 9: wgmma, its shared-memory
 // matrix descriptors and fences, the bulk tensor copy (TMA), and register reallocation.
 // Compiled only into the 90a objects (SM90A_SOURCES): a plain sm_90 or older build never sees
 // these instructions.

@@ -20,6 +20,11 @@ const char* method_name(Method m) {
         case Method::as_decode: return "as_decode";
         case Method::mma_sync: return "mma_sync";
         case Method::wgmma: return "wgmma";
+        case Method::wgmma_swizzle: return "wgmma_swizzle";
+        case Method::wgmma_tma: return "wgmma_tma";
+        case Method::wgmma_producer: return "wgmma_producer";
+        case Method::wgmma_setmaxnreg: return "wgmma_setmaxnreg";
+        case Method::wgmma_overlap: return "wgmma_overlap";
         case Method::wgmma_ws: return "wgmma_ws";
     }
     return "?";
@@ -127,15 +132,19 @@ const pa::DecodeVariant& decode_of(Policy p) {
 
 std::vector<PrefillVariant> all_variants() {
     std::vector<PrefillVariant> out;
-    for (Method m : {Method::as_decode, Method::mma_sync, Method::wgmma, Method::wgmma_ws})
+    for (Method m : {Method::as_decode, Method::mma_sync, Method::wgmma, Method::wgmma_swizzle, Method::wgmma_tma,
+                     Method::wgmma_producer, Method::wgmma_setmaxnreg, Method::wgmma_overlap, Method::wgmma_ws})
         for (Policy p : {Policy::softmax, Policy::gate}) {
             PrefillVariant v;
             v.name = std::string(method_name(m)) + "_" + policy_name(p);
             v.method = m;
             v.policy = p;
-            const bool hopper = m == Method::wgmma || m == Method::wgmma_ws;
+            const bool hopper = m != Method::as_decode && m != Method::mma_sync;
             v.min_cc = hopper ? 90 : 80;
-            v.needs = hopper ? (m == Method::wgmma ? "sm_90a (wgmma)" : "sm_90a (wgmma, TMA, setmaxnreg)") : "sm_80";
+            v.needs = !hopper                       ? "sm_80"
+                      : m <= Method::wgmma_swizzle  ? "sm_90a (wgmma)"
+                      : m <= Method::wgmma_producer ? "sm_90a (wgmma, TMA)"
+                                                    : "sm_90a (wgmma, TMA, setmaxnreg)";
 #if !PA_HAVE_LESSON05
             if (m == Method::as_decode && p == Policy::gate) v.not_built = kNoGatedDecode;
 #endif
@@ -182,6 +191,21 @@ void launch(const PrefillVariant& v, const PrefillArgs& a, cudaStream_t stream) 
         case Method::wgmma:
             launch_wgmma(a, v.policy, stream);
             return;
+        case Method::wgmma_swizzle:
+            launch_wgmma_swizzle(a, v.policy, stream);
+            return;
+        case Method::wgmma_tma:
+            launch_wgmma_tma(a, v.policy, stream);
+            return;
+        case Method::wgmma_producer:
+            launch_wgmma_producer(a, v.policy, stream);
+            return;
+        case Method::wgmma_setmaxnreg:
+            launch_wgmma_setmaxnreg(a, v.policy, stream);
+            return;
+        case Method::wgmma_overlap:
+            launch_wgmma_overlap(a, v.policy, stream);
+            return;
         case Method::wgmma_ws:
             launch_wgmma_ws(a, v.policy, stream);
             return;
@@ -207,6 +231,11 @@ Geometry geometry(const PrefillVariant& v, const PrefillShape& s) {
         case Method::mma_sync: return geometry_mma_sync(s);
 #if PA_BUILT_SM90A
         case Method::wgmma: return geometry_wgmma(s);
+        case Method::wgmma_swizzle: return geometry_wgmma_swizzle(s);
+        case Method::wgmma_tma: return geometry_wgmma_tma(s);
+        case Method::wgmma_producer: return geometry_wgmma_producer(s);
+        case Method::wgmma_setmaxnreg: return geometry_wgmma_setmaxnreg(s);
+        case Method::wgmma_overlap: return geometry_wgmma_overlap(s);
         case Method::wgmma_ws: return geometry_wgmma_ws(s);
 #else
         default: break;

@@ -1,11 +1,16 @@
 // Lesson 06's GPU side, as main.cu and the tests use it: a prefill batch on the device, the
 // ladder of steps (each with both policies), and their launchers. Compiled once in lesson06.cu
-// (steps 1-2, every architecture from sm_80) and in the sm_90a objects (steps 3-4).
+// (steps 1-2, every architecture from sm_80) and in the sm_90a objects (steps 3-9).
 //
-//   step 1  as_decode   each new token a decode of its own: lesson 03's decode (softmax), lesson 05's (gate)
-//   step 2  mma_sync    64-row query tiles on mma.sync.m16n8k16 (FlashAttention-2 style), sm_80+
-//   step 3  wgmma       128-row tiles on wgmma m64n128k16 from shared memory, cp.async, sm_90a
-//   step 4  wgmma_ws    + TMA page loads, a producer warp, ping-pong consumers, setmaxnreg, sm_90a
+//   step 1  as_decode         each new token a decode of its own: lesson 03's decode (softmax), lesson 05's (gate)
+//   step 2  mma_sync          64-row query tiles on mma.sync.m16n8k16 (FlashAttention-2 style), sm_80+
+//   step 3  wgmma             128-row tiles on wgmma m64n128k16 from shared memory, cp.async, sm_90a
+//   step 4  wgmma_swizzle     + the 128-byte swizzled shared-memory layout (still cp.async), sm_90a
+//   step 5  wgmma_tma         + K/V pages and Q through the copy engine (TMA), mbarriers, sm_90a
+//   step 6  wgmma_producer    + a producer warp over a ring of 3 slots, two consumer warpgroups, sm_90a
+//   step 7  wgmma_setmaxnreg  + registers moved from the producer to the consumers, sm_90a
+//   step 8  wgmma_overlap     + the policy on S_j beside the warpgroup's own P_{j-1} V_{j-1}, sm_90a
+//   step 9  wgmma_ws          + the consumers take turns on the tensor cores (ping-pong), sm_90a
 //
 // Variant names are <method>_<policy>: as_decode_softmax, mma_sync_gate, wgmma_ws_softmax, ...
 #pragma once
@@ -22,8 +27,18 @@
 
 namespace lesson06 {
 
-enum class Method { as_decode = 1, mma_sync = 2, wgmma = 3, wgmma_ws = 4 };
-const char* method_name(Method m);  // "as_decode", "mma_sync", "wgmma", "wgmma_ws"
+enum class Method {
+    as_decode = 1,
+    mma_sync = 2,
+    wgmma = 3,
+    wgmma_swizzle = 4,
+    wgmma_tma = 5,
+    wgmma_producer = 6,
+    wgmma_setmaxnreg = 7,
+    wgmma_overlap = 8,
+    wgmma_ws = 9
+};
+const char* method_name(Method m);  // "as_decode", "mma_sync", "wgmma", ..., "wgmma_ws"
 
 // What every launcher gets. Pointers are device pointers unless said otherwise.
 struct PrefillArgs {
@@ -36,7 +51,7 @@ struct PrefillArgs {
     const int* new_lens = nullptr;    // [B]
     const int* q_start = nullptr;     // [B + 1]
     const QueryTile* tiles64 = nullptr;   // query tiles of 64 rows (step 2), longest first
-    const QueryTile* tiles128 = nullptr;  // of 128 rows (steps 3, 4)
+    const QueryTile* tiles128 = nullptr;  // of 128 rows (steps 3 to 9)
     int num_tiles64 = 0, num_tiles128 = 0;
     int B = 0, H = 0, Hkv = 0, max_blocks_per_seq = 0, num_blocks = 0;
     long long total_new = 0;
@@ -74,7 +89,7 @@ struct PrefillVariant {
     Method method = Method::mma_sync;
     Policy policy = Policy::softmax;
     int min_cc = 80;         // 90 for the sm_90a steps
-    std::string needs;       // "sm_80", "sm_90a (wgmma)", ...
+    std::string needs;       // "sm_80", "sm_90a (wgmma)", "sm_90a (wgmma, TMA)", ...
     std::string not_built;   // non-empty: this build has no such kernel; one line saying why
 };
 

@@ -8,17 +8,18 @@
 //   lesson06_wgmma_prefill --bench --shape B32-T256-H8-Hkv4 --variant wgmma_ws_softmax
 //   lesson06_wgmma_prefill --B 3 --H 8 --Hkv 2 --ctx 100,7,300 --prefix 0,17,1000 --sigma 2.9
 #include <algorithm>
+#include <cfloat>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <map>
-#include <sstream>
 #include <string>
 #include <vector>
 
 #include "ceilings.cuh"
 #include "decode_driver.cuh"  // write_csv_or_exit
+#include "lesson_driver.cuh"
 #include "check.h"
 #include "cuda_check.cuh"
 #include "device_info.cuh"
@@ -52,21 +53,24 @@ const std::vector<PostRow> kPostH200 = {
     {"-", 0, "wgmma_ws_gate"},
     {"FA3 (softmax)", 52, "wgmma_ws_softmax"}};
 
-[[noreturn]] void bad_input(const std::string& msg) {
-    std::fprintf(stderr, "error: %s: %s\n", kProgram, msg.c_str());
-    std::exit(pa::kExitBadInput);
-}
-
 std::string usage() {
-    return pa::common_usage_line(kProgram) +
-           "Causal prefill over the paged KV cache (D 128, pages of 16 tokens, bf16), softmax and gated.\n"
-           "Shapes: B<b>-T<t>-H<h>-Hkv<hkv>[-P<prefix>] (T new tokens per sequence after a cached prefix), or\n"
-           "  --B N --H N --Hkv N --ctx n[,n...] [--prefix p[,p...]]: --ctx is the NEW tokens of each sequence\n"
-           "  (its prompt, T), --prefix the tokens already cached before them; one value for all, or B values.\n"
-           "Variants (<method>_<policy>, policy softmax or gate): as_decode (each token a decode: lesson 03's\n"
-           "  decode for the softmax, lesson 05's for the gate),\n"
-           "  mma_sync (mma.sync.m16n8k16, sm_80+), wgmma (wgmma from shared memory, sm_90a),\n"
-           "  wgmma_ws (+ TMA, producer warp, ping-pong consumers, setmaxnreg; sm_90a).\n"
+    std::string u = pa::common_usage_line(kProgram) +
+                    "Causal prefill over the paged KV cache (D 128, pages of 16 tokens, bf16), softmax and gated.\n"
+                    "Shapes: B<b>-T<t>-H<h>-Hkv<hkv>[-P<prefix>] (T new tokens per sequence after a cached prefix), or\n"
+                    "  --B N --H N --Hkv N --ctx n[,n...] [--prefix p[,p...]]: --ctx is the NEW tokens of each sequence\n"
+                    "  (its prompt, T), --prefix the tokens already cached before them; one value for all, or B values.\n"
+                    "Variants, the ladder's steps in order (<method>_<policy>, policy softmax or gate; step 1, as_decode,\n"
+                    "  runs each new token as a decode: lesson 03's decode for the softmax, lesson 05's for the gate):\n";
+    // one line per step, from the variant list itself
+    const std::vector<PrefillVariant> all = all_variants();
+    for (size_t i = 0; i < all.size();) {
+        size_t j = i;
+        std::string names;
+        while (j < all.size() && all[j].method == all[i].method) names += (names.empty() ? "" : ", ") + all[j++].name;
+        u += "  " + names + " (" + all[i].needs + (all[i].not_built.empty() ? "" : "; " + all[i].not_built) + ")\n";
+        i = j;
+    }
+    return u +
            "The gate: --sigma S (0 <= S < 3, default 1.5: about 72 % zeros) and --gamma G (default 1).\n"
            "D 128, pages of 16 tokens and bf16 are built in (--D, --block-size, --dtype accept only those).\n"
            "Exit codes: 0 ok, 1 a check failed, 2 invalid input, 3 no usable GPU.\n";
@@ -80,31 +84,6 @@ std::vector<pa::LessonFlag> lesson_flags() {
     };
 }
 
-std::vector<int> int_list(const std::string& flag, const std::string& text, int lo, int hi) {
-    std::vector<int> out;
-    std::stringstream ss(text);
-    std::string item;
-    while (std::getline(ss, item, ',')) {
-        char* end = nullptr;
-        const long v = std::strtol(item.c_str(), &end, 10);
-        if (item.empty() || *end != '\0' || v < lo || v > hi)
-            bad_input(flag + " expects integers in [" + std::to_string(lo) + ", " + std::to_string(hi) + "], got '" +
-                      text + "'");
-        out.push_back(static_cast<int>(v));
-    }
-    if (out.empty() || text.back() == ',') bad_input(flag + " expects a comma-separated list, got '" + text + "'");
-    return out;
-}
-
-double real_flag(const pa::Flags& f, const std::string& flag, double fallback) {
-    auto it = f.lesson.find(flag);
-    if (it == f.lesson.end()) return fallback;
-    char* end = nullptr;
-    const double v = std::strtod(it->second.c_str(), &end);
-    if (it->second.empty() || *end != '\0' || !std::isfinite(v)) bad_input(flag + " expects a number, got '" + it->second + "'");
-    return v;
-}
-
 struct Selection {
     std::vector<PrefillShape> check, bench;
     std::vector<PrefillVariant> variants;  // selected (all, or the --variant one)
@@ -113,6 +92,7 @@ struct Selection {
 
 Selection select_or_exit(const pa::Flags& f) {
     Selection sel;
+    auto bad_input = [](const std::string& msg) { pa::exit_bad_input(kProgram, msg); };
     if (f.dtype && *f.dtype != pa::DType::bf16) bad_input("lesson 06 is bf16 only (--dtype bf16)");
     try {
         if (!f.shapes.empty()) {
@@ -122,7 +102,7 @@ Selection select_or_exit(const pa::Flags& f) {
         } else if (f.explicit_shape()) {  // parse_flags checked that --B, --H, --Hkv and --ctx are all there
             const int B = *f.B;
             std::vector<int> T = f.ctx;
-            std::vector<int> P = f.has("--prefix") ? int_list("--prefix", f.lesson.at("--prefix"), 0, 1 << 20) : std::vector<int>{0};
+            std::vector<int> P = f.lesson_int_list("--prefix", 0, 1 << 20, {0});
             if (T.size() == 1) T.assign(B, T[0]);
             if (P.size() == 1) P.assign(B, P[0]);
             if (static_cast<int>(P.size()) != B)
@@ -144,11 +124,12 @@ Selection select_or_exit(const pa::Flags& f) {
             sel.check = check_shapes();
             sel.bench = bench_shapes();
         }
+        // the range is the gate's to check (validate_gate says why a value is refused)
+        sel.gate.sigma = f.lesson_real("--sigma", -DBL_MAX, DBL_MAX, sel.gate.sigma);
+        sel.gate.gamma = f.lesson_real("--gamma", -DBL_MAX, DBL_MAX, sel.gate.gamma);
     } catch (const pa::FlagError& e) {
         bad_input(e.what());
     }
-    sel.gate.sigma = real_flag(f, "--sigma", sel.gate.sigma);
-    sel.gate.gamma = real_flag(f, "--gamma", sel.gate.gamma);
     try {
         pa::reference::GateParams g;
         g.sigma = sel.gate.sigma;
@@ -157,37 +138,12 @@ Selection select_or_exit(const pa::Flags& f) {
     } catch (const std::exception& e) {
         bad_input(e.what());
     }
-    const std::vector<PrefillVariant> all = all_variants();
-    if (f.variant.empty()) {
-        sel.variants = all;
-    } else {
-        std::string names;
-        for (const auto& v : all) {
-            if (v.name == f.variant) sel.variants = {v};
-            names += (names.empty() ? "" : ", ") + v.name;
-        }
-        if (sel.variants.empty()) bad_input("unknown variant '" + f.variant + "' (this lesson has: " + names + ")");
-        if (!sel.variants[0].not_built.empty()) bad_input(sel.variants[0].name + ": " + sel.variants[0].not_built);
-    }
+    sel.variants = pa::select_variant_or_exit(kProgram, f.variant, all_variants());
+    if (!f.variant.empty() && !sel.variants[0].not_built.empty()) bad_input(sel.variants[0].name + ": " + sel.variants[0].not_built);
+    // the check and the table run the softmax variants first, then the gated ones
+    std::stable_partition(sel.variants.begin(), sel.variants.end(),
+                          [](const PrefillVariant& v) { return v.policy == Policy::softmax; });
     return sel;
-}
-
-// The variants this GPU runs; the others are named in one line each reason.
-std::vector<PrefillVariant> runnable(const std::vector<PrefillVariant>& variants, const pa::DeviceInfo& info) {
-    std::vector<PrefillVariant> out;
-    std::map<std::string, std::vector<std::string>> skipped;  // reason -> names
-    for (const auto& v : variants) {
-        if (!v.not_built.empty()) skipped[v.not_built].push_back(v.name);
-        else if (info.cc() < v.min_cc)
-            skipped["needs " + v.needs + "; this GPU is sm_" + std::to_string(info.cc())].push_back(v.name);
-        else out.push_back(v);
-    }
-    for (const auto& [why, names] : skipped) {
-        std::string list;
-        for (const auto& n : names) list += (list.empty() ? "" : ", ") + n;
-        std::printf("unavailable: %s (%s)\n", list.c_str(), why.c_str());
-    }
-    return out;
 }
 
 // Compares `out` ([total_new, H, D]) on `rows` with the reference of those rows.
@@ -201,132 +157,110 @@ pa::CheckResult compare_rows(const std::vector<uint16_t>& out, const std::vector
     return pa::compare_output(picked, ref, s.dtype);
 }
 
-struct PolicyRef {
-    std::vector<long long> rows;
-    std::vector<double> ref;
+// One shape's batch on the GPU and its reference, as the driver (lesson_driver.cuh) runs it.
+// The reference of a policy is made when a variant of it first needs it; a shape with more
+// than kFullCheckPairs (row, key) pairs x heads is checked on every kBenchRowStride-th row.
+class PrefillRun {
+  public:
+    using Variant = PrefillVariant;
+
+    // `cold`: K/V in enough copies for the L2-cold timing.
+    PrefillRun(const PrefillShape& s, uint64_t seed, const GateSetting& g, const pa::DeviceInfo& info, bool cold)
+        : p_(make_prefill_problem(s, seed)),
+          dev_(p_, cold ? pa::cold_copies(2LL * static_cast<long long>(p_.cache.k.size()) * 2, info.l2_bytes) : 1),
+          gate_(g),
+          info_(info),
+          stride_(static_cast<double>(causal_pairs(s)) * s.H > kFullCheckPairs ? kBenchRowStride : 1) {}
+
+    std::string why_not(const Variant& v) const { return lesson06::why_not(v, p_.shape, info_); }
+    pa::CheckResult check(const Variant& v) {
+        dev_.poison_output();
+        launch(v, dev_.args(gate_, 0), nullptr);
+        return recheck(v);
+    }
+    pa::CheckResult recheck(const Variant& v) {
+        CUDA_CHECK(cudaDeviceSynchronize());
+        const Reference& r = reference(v.policy);
+        return compare_rows(dev_.download_output(), r.ref, r.rows, p_.shape);
+    }
+    std::vector<pa::TimedPart> parts(const Variant& v) {
+        pa::TimedPart t;
+        t.launch = [this, v](int copy) { launch(v, dev_.args(gate_, copy), nullptr); };
+        t.bytes = static_cast<double>(prefill_bytes(p_.shape));
+        t.flops = causal_flops(p_.shape);
+        return {t};
+    }
+    int copies() const { return dev_.copies(); }
+    std::string label() const { return p_.shape.name + " prefix " + p_.shape.prefix_label(); }
+    std::string check_line(const Variant& v, const pa::CheckResult& r) const {
+        return pa::strf("%-18s %-34s prefix %-6s rel %.2e max abs %.2e%s%s%s", v.name.c_str(), p_.shape.name.c_str(),
+                        p_.shape.prefix_label().c_str(), r.rel_err, r.max_abs_err, stride_ > 1 ? " (sampled rows)" : "",
+                        r.pass ? "" : "  ", r.message.c_str());
+    }
+    void describe(const Variant& v, const pa::TimedPart&, pa::ResultRow& r) const {
+        const PrefillShape& s = p_.shape;
+        r.gpu = info_.short_name;
+        r.lesson = "06";
+        r.variant = v.name;
+        r.shape = s.name;
+        r.dtype = pa::dtype_name(s.dtype);
+        r.B = s.B();
+        r.H = s.H;
+        r.Hkv = s.Hkv;
+        r.D = s.D;
+        r.ctx = s.ctx_label();
+        r.block_size = s.block_size;
+        const Geometry geo = geometry(v, s);
+        r.set_extra("method", method_name(v.method));
+        r.set_extra("policy", policy_name(v.policy));
+        r.set_extra("prefix", s.prefix_label());
+        r.set_extra("ctas", std::to_string(geo.ctas));
+        r.set_extra("ctas_per_sm", std::to_string(geo.ctas_per_sm));
+    }
+
+  private:
+    struct Reference {
+        std::vector<long long> rows;
+        std::vector<double> ref;
+    };
+    const Reference& reference(Policy policy) {
+        Reference& r = refs_[policy];
+        if (r.rows.empty()) {
+            r.rows = checked_rows(p_.shape, stride_);
+            r.ref = reference_rows(p_, policy, gate_, r.rows);
+        }
+        return r;
+    }
+
+    PrefillProblem p_;
+    DevicePrefillProblem dev_;
+    GateSetting gate_;
+    pa::DeviceInfo info_;
+    int stride_;
+    std::map<Policy, Reference> refs_;
 };
-
-PolicyRef make_ref(const PrefillProblem& p, Policy policy, const GateSetting& g, int stride) {
-    PolicyRef r;
-    r.rows = checked_rows(p.shape, stride);
-    r.ref = reference_rows(p, policy, g, r.rows);
-    return r;
-}
-
-int check_stride(const PrefillShape& s) {
-    return static_cast<double>(causal_pairs(s)) * s.H > kFullCheckPairs ? kBenchRowStride : 1;
-}
-
-pa::CheckResult run_once(const PrefillVariant& v, DevicePrefillProblem& dev, const PrefillShape& s, const GateSetting& g,
-                         const PolicyRef& ref, int copy = 0) {
-    dev.poison_output();
-    launch(v, dev.args(g, copy), nullptr);
-    CUDA_CHECK(cudaDeviceSynchronize());
-    return compare_rows(dev.download_output(), ref.ref, ref.rows, s);
-}
 
 int run_checks(const Selection& sel, const std::vector<PrefillVariant>& variants, uint64_t seed, const pa::DeviceInfo& info) {
-    int total = 0, passed = 0, skipped = 0;
     std::printf("correctness check (seed %llu; gate sigma %.2f, gamma %.2f): reference in double from the rounded inputs\n",
                 static_cast<unsigned long long>(seed), sel.gate.sigma, sel.gate.gamma);
+    pa::CheckTally tally;
     for (const auto& s : sel.check) {
-        const PrefillProblem p = make_prefill_problem(s, seed);
-        DevicePrefillProblem dev(p);
-        const int stride = check_stride(s);
-        for (Policy policy : {Policy::softmax, Policy::gate}) {
-            bool any = false;
-            for (const auto& v : variants) any = any || v.policy == policy;
-            if (!any) continue;
-            const PolicyRef ref = make_ref(p, policy, sel.gate, stride);
-            for (const auto& v : variants) {
-                if (v.policy != policy) continue;
-                if (!why_not(v, s, info).empty()) {
-                    ++skipped;
-                    continue;
-                }
-                const pa::CheckResult r = run_once(v, dev, s, sel.gate, ref);
-                ++total;
-                passed += r.pass;
-                std::printf("  %s %-18s %-34s prefix %-6s rel %.2e max abs %.2e%s%s%s\n", r.pass ? "PASS" : "FAIL",
-                            v.name.c_str(), s.name.c_str(), s.prefix_label().c_str(), r.rel_err, r.max_abs_err,
-                            stride > 1 ? " (sampled rows)" : "", r.pass ? "" : "  ", r.message.c_str());
-            }
-        }
+        PrefillRun run(s, seed, sel.gate, info, false);
+        pa::check_variants(run, variants, tally);
     }
-    if (skipped > 0) std::printf("  (%d variant/shape pairs not run: the variant cannot run the shape here)\n", skipped);
-    std::printf("%d/%d %s\n", passed, total, passed == total ? "PASS" : "FAIL");
-    return total - passed;
-}
-
-struct Measured {
-    PrefillShape shape;
-    PrefillVariant variant;
-    pa::Timing hot, cold;
-    pa::CheckResult check;
-    Geometry geo;
-};
-
-pa::Timing time_variant(const PrefillVariant& v, DevicePrefillProblem& dev, const GateSetting& g, int copies, int max_iters) {
-    // one launch with events sizes the run: slow steps (as_decode on 8k prompts) get fewer launches
-    cudaEvent_t e0, e1;
-    CUDA_CHECK(cudaEventCreate(&e0));
-    CUDA_CHECK(cudaEventCreate(&e1));
-    CUDA_CHECK(cudaEventRecord(e0));
-    launch(v, dev.args(g, 0), nullptr);
-    CUDA_CHECK(cudaEventRecord(e1));
-    CUDA_CHECK(cudaEventSynchronize(e1));
-    float ms = 0;
-    CUDA_CHECK(cudaEventElapsedTime(&ms, e0, e1));
-    CUDA_CHECK(cudaEventDestroy(e0));
-    CUDA_CHECK(cudaEventDestroy(e1));
-    const int iters = std::clamp(static_cast<int>(kTimeBudgetUs / std::max(1.0, ms * 1e3)), kMinIters, max_iters);
-    const int warmup = std::min(10, iters);
-    return pa::time_kernel([&](int c) { launch(v, dev.args(g, c % copies), nullptr); }, copies, warmup, iters);
-}
-
-pa::ResultRow make_row(const pa::DeviceInfo& info, const Measured& m, bool cold, double read_bw, double gemm_tflops) {
-    const PrefillShape& s = m.shape;
-    pa::ResultRow r;
-    r.gpu = info.short_name;
-    r.lesson = "06";
-    r.variant = m.variant.name;
-    r.shape = s.name;
-    r.dtype = pa::dtype_name(s.dtype);
-    r.B = s.B();
-    r.H = s.H;
-    r.Hkv = s.Hkv;
-    r.D = s.D;
-    r.ctx = s.ctx_label();
-    r.block_size = s.block_size;
-    r.l2 = cold ? "cold" : "hot";
-    const pa::Timing& t = cold ? m.cold : m.hot;
-    r.us_median = t.us_median;
-    r.us_min = t.us_min;
-    const double bytes = static_cast<double>(prefill_bytes(s)), flops = causal_flops(s);
-    r.bytes = bytes;
-    r.gbps = bytes / (t.us_median * 1e-6) / 1e9;
-    r.pct_read_bw = 100.0 * *r.gbps / read_bw;
-    r.flops = flops;
-    r.tflops = flops / (t.us_median * 1e-6) / 1e12;
-    r.pct_mma_peak = 100.0 * *r.tflops / gemm_tflops;
-    r.check = m.check.pass ? "PASS" : "FAIL";
-    r.rel_err = m.check.rel_err;
-    r.set_extra("method", method_name(m.variant.method));
-    r.set_extra("policy", policy_name(m.variant.policy));
-    r.set_extra("prefix", s.prefix_label());
-    r.set_extra("ctas", std::to_string(m.geo.ctas));
-    r.set_extra("ctas_per_sm", std::to_string(m.geo.ctas_per_sm));
-    return r;
+    return tally.finish();
 }
 
 std::string key(const std::string& shape, const std::string& prefix) { return shape + " P" + prefix; }
 
-void print_summary(const std::vector<Measured>& ms, double gemm_tflops) {
-    std::map<std::string, const Measured*> by;  // "shape Pprefix|variant"
-    for (const auto& m : ms) by[key(m.shape.name, m.shape.prefix_label()) + "|" + m.variant.name] = &m;
+// The post's table beside this run, and each shape's fastest step of each policy against the
+// measured GEMM ceiling.
+void print_summary(const std::vector<pa::ResultRow>& rows, double gemm_tflops) {
+    std::map<std::string, const pa::ResultRow*> by;  // "shape Pprefix|variant|l2"
+    for (const auto& r : rows) by[key(r.shape, r.get_extra("prefix")) + "|" + r.variant + "|" + r.l2] = &r;
     auto us = [&](const std::string& k, const std::string& v, bool cold) -> double {
-        auto it = by.find(k + "|" + v);
-        return it == by.end() ? NAN : (cold ? it->second->cold.us_median : it->second->hot.us_median);
+        auto it = by.find(k + "|" + v + "|" + (cold ? "cold" : "hot"));
+        return it == by.end() ? NAN : it->second->us_median;
     };
     const std::string post = key("B32-T256-H8-Hkv4", "0");
     std::printf("\nThe H200 post at B32-T256-H8-Hkv4 (gated attention; FA3 is softmax), beside this run (us, L2-hot / cold):\n");
@@ -338,74 +272,42 @@ void print_summary(const std::vector<Measured>& ms, double gemm_tflops) {
     }
     t.print();
 
-    std::printf("\nTargets (softmax unless named; cold medians; GEMM ceiling %.0f TFLOPS):\n", gemm_tflops);
-    auto tflops_of = [&](const std::string& shape) {
-        auto it = by.find(key(shape, "0") + "|wgmma_ws_softmax");
-        return it == by.end() ? NAN : causal_flops(it->second->shape) / (it->second->cold.us_median * 1e-6) / 1e12;
-    };
-    for (const char* shape : {"B1-T8192-H32-Hkv8", "B4-T4096-H32-Hkv8"}) {
-        const double tf = tflops_of(shape);
-        if (!std::isnan(tf))
-            std::printf("  %s wgmma_ws_softmax: %.0f TFLOPS (floor 300, aim 450): %s\n", shape, tf,
-                        tf >= 450 ? "aim met" : tf >= 300 ? "floor met" : "NOT met");
+    std::printf("\nThe fastest step of each policy against the measured cuBLAS bf16 GEMM (%.0f TFLOPS; L2-cold medians):\n",
+                gemm_tflops);
+    std::vector<std::string> keys;  // measured shapes, in order
+    std::map<std::string, std::map<std::string, const pa::ResultRow*>> best;  // shape key -> policy -> row
+    for (const auto& r : rows) {
+        if (r.l2 != "cold") continue;
+        const std::string k = key(r.shape, r.get_extra("prefix"));
+        if (!best.count(k)) keys.push_back(k);
+        const pa::ResultRow*& b = best[k][r.get_extra("policy")];
+        if (!b || r.us_median < b->us_median) b = &r;
     }
-    const double ws = us(post, "wgmma_ws_softmax", true), mma = us(post, "mma_sync_softmax", true);
-    if (!std::isnan(ws) && !std::isnan(mma))
-        std::printf("  B32-T256-H8-Hkv4 wgmma_ws_softmax: %.1f us, %.2fx faster than mma_sync_softmax (floor 2.5x, under 52 us): %s\n",
-                    ws, mma / ws, ws < 52 && mma / ws >= 2.5 ? "met" : "NOT met");
-    for (const auto& m : ms) {
-        if (m.variant.name != "wgmma_ws_gate") continue;
-        const std::string k = key(m.shape.name, m.shape.prefix_label());
-        const double soft = us(k, "wgmma_ws_softmax", true);
-        if (!std::isnan(soft))
-            std::printf("  %s prefix %s: gate / softmax time %.2f (within 1.15): %s\n", m.shape.name.c_str(),
-                        m.shape.prefix_label().c_str(), m.cold.us_median / soft, m.cold.us_median <= 1.15 * soft ? "met" : "NOT met");
-    }
+    for (const auto& k : keys)
+        for (const auto& [policy, r] : best[k])
+            std::printf("  %s prefix %s, %s: %s %.1f us, %.0f TFLOPS, %.1f %% of the GEMM ceiling\n", r->shape.c_str(),
+                        r->get_extra("prefix").c_str(), policy.c_str(), r->variant.c_str(), r->us_median, *r->tflops,
+                        *r->pct_mma_peak);
 }
 
 int run_bench(const Selection& sel, const std::vector<PrefillVariant>& variants, const pa::Flags& f,
               const pa::DeviceInfo& info, int* failures) {
-    const double read_bw = pa::measured_read_bandwidth_gbps(info);
-    const double gemm = pa::measured_bf16_gemm_tflops();
+    pa::MeasureSetup setup;
+    setup.info = info;
+    setup.iters = f.iters;
+    setup.budget_us = kTimeBudgetUs;
+    setup.min_iters = kMinIters;
+    setup.read_bw_gbps = pa::measured_read_bandwidth_gbps(info);
+    setup.gemm_tflops = pa::measured_bf16_gemm_tflops();
     std::printf("\nmeasurement (seed %llu; medians of timed launches, at most %d, fewer for slow steps; L2-cold rotates\n"
                 "K/V copies over > 2x L2). Ceilings measured now: streaming read %.0f GB/s, cuBLAS bf16 GEMM %.0f TFLOPS.\n"
                 "TFLOPS count 4 * D * H * (causal (row, key) pairs); measured shapes are checked on every %dth row.\n",
-                static_cast<unsigned long long>(f.seed), f.iters, read_bw, gemm, kBenchRowStride);
-    std::vector<Measured> ms;
+                static_cast<unsigned long long>(f.seed), f.iters, setup.read_bw_gbps, setup.gemm_tflops, kBenchRowStride);
     std::vector<pa::ResultRow> rows;
     for (const auto& s : sel.bench) {
-        const PrefillProblem p = make_prefill_problem(s, f.seed);
-        int copies = pa::cold_copies(2LL * static_cast<long long>(p.cache.k.size()) * 2, info.l2_bytes);
-        DevicePrefillProblem dev(p, copies);
-        const int stride = check_stride(s);
-        for (Policy policy : {Policy::softmax, Policy::gate}) {
-            std::vector<PrefillVariant> vs;
-            for (const auto& v : variants)
-                if (v.policy == policy && why_not(v, s, info).empty()) vs.push_back(v);
-            if (vs.empty()) continue;
-            const PolicyRef ref = make_ref(p, policy, sel.gate, stride);
-            for (const auto& v : vs) {
-                Measured m;
-                m.shape = s;
-                m.variant = v;
-                const pa::CheckResult before = run_once(v, dev, s, sel.gate, ref);
-                m.hot = time_variant(v, dev, sel.gate, 1, f.iters);
-                m.cold = time_variant(v, dev, sel.gate, dev.copies(), f.iters);
-                CUDA_CHECK(cudaDeviceSynchronize());
-                const pa::CheckResult after = compare_rows(dev.download_output(), ref.ref, ref.rows, s);  // the last timed launch
-                m.check = before.pass ? after : before;
-                m.check.rel_err = std::max(before.rel_err, after.rel_err);
-                m.geo = geometry(v, s);
-                if (!m.check.pass) {
-                    ++*failures;
-                    std::fprintf(stderr, "FAIL %s %s prefix %s: %s\n", v.name.c_str(), s.name.c_str(),
-                                 s.prefix_label().c_str(), m.check.message.c_str());
-                }
-                ms.push_back(m);
-                rows.push_back(make_row(info, m, false, read_bw, gemm));
-                rows.push_back(make_row(info, m, true, read_bw, gemm));
-            }
-        }
+        PrefillRun run(s, f.seed, sel.gate, info, true);
+        const std::vector<pa::ResultRow> r = pa::measure_variants(run, variants, setup, failures);
+        rows.insert(rows.end(), r.begin(), r.end());
     }
     pa::TextTable t({"shape", "prefix", "variant", "CTAs", "CTA/SM", "hot us", "cold us", "cold min", "TFLOPS", "% GEMM",
                      "check", "rel err"});
@@ -420,8 +322,8 @@ int run_bench(const Selection& sel, const std::vector<PrefillVariant>& variants,
     std::printf("\n");
     t.print();
     std::printf("(%s; TFLOPS and %% GEMM from the L2-cold median; %% GEMM = over the measured %.0f TFLOPS)\n",
-                info.name.c_str(), gemm);
-    if (f.variant.empty()) print_summary(ms, gemm);
+                info.name.c_str(), setup.gemm_tflops);
+    if (f.variant.empty()) print_summary(rows, setup.gemm_tflops);
     pa::write_csv_or_exit(kProgram, f.csv, rows);
     return 0;
 }
@@ -435,21 +337,16 @@ int main(int argc, char** argv) {
     try {
         std::printf("Lesson 06: causal prefill over the paged cache (D 128, page 16, bf16), softmax and gate\n");
         std::printf("GPU: %s\n", info.summary().c_str());
-        const std::vector<PrefillVariant> variants = runnable(sel.variants, info);
-        if (variants.empty()) {
-            std::fprintf(stderr, "error: %s: no selected variant runs on this GPU\n", kProgram);
-            return pa::kExitNoGpu;
-        }
-        for (const auto& s : f.bench_only ? sel.bench : sel.check) {
-            bool any = false;
-            std::string why;
-            for (const auto& v : variants) {
-                const std::string w = why_not(v, s, info);
-                if (w.empty()) any = true;
-                else if (why.empty()) why = w;
-            }
-            if (!any) bad_input(why);
-        }
+        // one line for each variant this build lacks or this GPU cannot run
+        const std::vector<PrefillVariant> variants =
+            pa::runnable_variants_or_exit(kProgram, sel.variants, [&](const PrefillVariant& v) -> std::string {
+                if (!v.not_built.empty()) return v.name + ": " + v.not_built;
+                if (info.cc() < v.min_cc)
+                    return v.name + ": unavailable on " + info.name + " (sm_" + std::to_string(info.cc()) + "): needs " + v.needs;
+                return "";
+            });
+        auto runs = [&](const PrefillVariant& v, const PrefillShape& s) { return why_not(v, s, info); };
+        pa::refuse_unrunnable_shapes_or_exit(kProgram, f.bench_only ? sel.bench : sel.check, variants, runs);
         int failures = 0;
         if (!f.bench_only) failures += run_checks(sel, variants, f.seed, info);
         if (f.check_only) return failures == 0 ? 0 : 1;

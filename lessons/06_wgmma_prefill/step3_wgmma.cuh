@@ -26,8 +26,8 @@
 //    instruction would serialise the tensor cores on their own latency.
 //  * Every thread still copies and computes, with two stages of K/V: tile j + 1 streams in
 //    while tile j is computed, but a warpgroup that waits on a barrier or runs the policy is
-//    not issuing MMAs. Step 4 gives the copies a warp of their own and makes two warpgroups
-//    take turns on the tensor cores.
+//    not issuing MMAs. Steps 4 to 9 give the copies to the copy engine and a warp of their own,
+//    and make the two warpgroups take turns on the tensor cores.
 // Run: lesson06_wgmma_prefill [--check | --bench] [--variant wgmma_softmax]
 #pragma once
 

@@ -1,10 +1,12 @@
 // The launchers of each step, as lesson06.cu dispatches to them (internal to the lesson: main.cu
-// and the tests go through lesson06.h). Steps 3 and 4 live in the sm_90a objects and exist
+// and the tests go through lesson06.h). Steps 3 to 9 live in the sm_90a objects and exist
 // only in a build with 90a among its architectures (PA_BUILT_SM90A).
 #pragma once
 
 #include <cuda_runtime.h>
 
+#include "cuda_check.cuh"
+#include "launch_utils.cuh"
 #include "lesson06.h"
 #include "policies.cuh"
 #include "step2_mma_sync.cuh"  // Batch
@@ -38,11 +40,40 @@ inline PolicyParams policy_params(const PrefillArgs& a) {
     return p;
 }
 
+// The launch of steps 4 to 9: grid (H, 128-row query tiles), after opting in to the shared memory.
+template <class Kernel, class... Params>
+void launch_tiles128(Kernel kernel, const PrefillArgs& a, int threads, int smem_bytes, cudaStream_t stream,
+                     const Params&... params) {
+    pa::opt_in_max_dynamic_smem(reinterpret_cast<const void*>(kernel));
+    kernel<<<dim3(a.H, a.num_tiles128), threads, smem_bytes, stream>>>(params...);
+    CUDA_CHECK_LAUNCH();
+}
+template <class Kernel>
+Geometry geometry_tiles128(Kernel kernel, const PrefillShape& s, int threads, int smem_bytes) {
+    Geometry g;
+    g.ctas = static_cast<long long>(s.H) * query_tiles(s, 128, 128).size();
+    g.threads = threads;
+    g.smem_bytes = smem_bytes;
+    pa::opt_in_max_dynamic_smem(reinterpret_cast<const void*>(kernel));
+    g.ctas_per_sm = pa::resident_ctas_per_sm(reinterpret_cast<const void*>(kernel), threads, smem_bytes);
+    return g;
+}
+
 void launch_mma_sync(const PrefillArgs& a, Policy p, cudaStream_t stream);
 Geometry geometry_mma_sync(const PrefillShape& s);
 #if PA_BUILT_SM90A
 void launch_wgmma(const PrefillArgs& a, Policy p, cudaStream_t stream);
 Geometry geometry_wgmma(const PrefillShape& s);
+void launch_wgmma_swizzle(const PrefillArgs& a, Policy p, cudaStream_t stream);
+Geometry geometry_wgmma_swizzle(const PrefillShape& s);
+void launch_wgmma_tma(const PrefillArgs& a, Policy p, cudaStream_t stream);
+Geometry geometry_wgmma_tma(const PrefillShape& s);
+void launch_wgmma_producer(const PrefillArgs& a, Policy p, cudaStream_t stream);
+Geometry geometry_wgmma_producer(const PrefillShape& s);
+void launch_wgmma_setmaxnreg(const PrefillArgs& a, Policy p, cudaStream_t stream);
+Geometry geometry_wgmma_setmaxnreg(const PrefillShape& s);
+void launch_wgmma_overlap(const PrefillArgs& a, Policy p, cudaStream_t stream);
+Geometry geometry_wgmma_overlap(const PrefillShape& s);
 void launch_wgmma_ws(const PrefillArgs& a, Policy p, cudaStream_t stream);
 Geometry geometry_wgmma_ws(const PrefillShape& s);
 #endif

@@ -1,32 +1,11 @@
-// Lesson 06, step 4: what FlashAttention-3 does on Hopper, on the paged cache (sm_90a only).
+// Lesson 06, step 7: setmaxnreg moves registers from the producer to the consumers (sm_90a only).
 //
-// What changed since step 3 (wgmma), and why: in step 3 every warp copies K/V, waits at a
-// barrier, then computes, and the two warpgroups reach the tensor cores at the same moments
-// and do their softmax at the same moments: while both run the policy, the tensor cores idle.
-// Four changes, each taken from FlashAttention-3:
-//  * TMA. K and V pages arrive through the bulk tensor copy engine: one cp.async.bulk.tensor
-//    per page and half of D (a box of 16 keys x 64 dims = 2 KiB), issued by one thread, with
-//    the copy engine applying the 128-byte swizzle on the way and signalling an mbarrier when
-//    the bytes are in. The tensor map describes the whole page pool as a 4-D tensor
-//    [num_blocks][Hkv][16][128], so the block table is just a coordinate.
-//  * Warp specialisation. Warpgroup 0 is the producer: one warp issues the copies into a ring
-//    of kStages K and V slots, waiting on "empty" mbarriers; warpgroups 1 and 2 are consumers
-//    (64 query rows each) that wait on "full" mbarriers and never copy. setmaxnreg gives the
-//    producer's registers to the consumers (40 vs 232 per thread).
-//  * Ping-pong. The two consumer warpgroups take turns on the tensor cores (two named
-//    barriers): warpgroup A issues its S = Q K_j^T and its O += P_{j-1} V_{j-1}, then lets
-//    B issue its own while A waits for its results and runs the policy. One warpgroup's
-//    softmax (or gate) overlaps the other's MMAs; within a warpgroup, the policy on S_j starts
-//    as soon as that batch is done (wgmma.wait_group 1), while its P_{j-1} V_{j-1} still runs.
-//  * Three K and V slots (224 KiB with Q): the copy engine runs two tiles ahead.
-// The 128-byte swizzle changes the shared-memory layout: D = 128 is split into two halves of
-// 64 dims (128 bytes per key row, the swizzle's width), each a [keys][64] tile in which the
-// 16-byte chunk c of row r is stored at chunk c ^ (r % 8). Descriptors say so (swizzle mode 1,
-// SBO = 1024 bytes between 8-row groups; for MN-major V, LBO = the distance between the halves).
-// The last page of a sequence may be partial and its tail slots are NaN in the cache: the
-// producer warp copies that one page of V itself, zeroing the tail (ordinary stores, then
-// fence.proxy.async, as in step 3). K's tail needs nothing: masked scores are selected away.
-// Run: lesson06_wgmma_prefill [--check | --bench] [--variant wgmma_ws_softmax]
+// What changed since step 6 (wgmma_producer), and why: with 384 threads and one CTA per SM the
+// compiler fits every thread in 168 registers, the producer's warps as much as the consumers'.
+// Now the producer warpgroup drops to 40 (setmaxnreg.dec) and the consumer warpgroups rise to
+// 232 (setmaxnreg.inc): 128 x 40 + 256 x 232 = 64512 of the SM's 65536. This loop fits in 168;
+// step 8's does not (at 168 ptxas spills it and serialises its wgmma, C7520).
+// Run: lesson06_wgmma_prefill [--check | --bench] [--variant wgmma_setmaxnreg_softmax]
 #pragma once
 
 #include <cuda.h>
@@ -40,8 +19,9 @@
 #include "mma.cuh"
 #include "policies.cuh"
 #include "step2_mma_sync.cuh"  // Batch
+#include "tma_maps.cuh"       // Maps
 
-namespace lesson06::step4 {
+namespace lesson06::step7 {
 
 using step2::Batch;
 
@@ -60,13 +40,6 @@ constexpr int kStages = 3;                       // K and V ring slots
 constexpr int kSmemBytes = kQBytes + 2 * kStages * kTileBytes + 1024;  // 224 KiB + room to align to 1024
 // 128 x 40 + 256 x 232 = 64512 of the SM's 65536 registers
 constexpr int kProducerRegs = 40, kConsumerRegs = 232;
-constexpr int kBarTurn = 1;  // named barriers kBarTurn + w: "consumer w may issue its MMAs"
-
-struct Maps {
-    CUtensorMap q;  // [total_new][H][128] bf16, box 64 x 1 x 128 rows, 128-byte swizzle
-    CUtensorMap k;  // [num_blocks][Hkv][16][128] bf16, box 64 x 16 x 1 x 1 (one page half)
-    CUtensorMap v;
-};
 
 template <class Policy>
 __global__ void __launch_bounds__(kThreads, 1)
@@ -217,61 +190,33 @@ __global__ void __launch_bounds__(kThreads, 1)
         if (lane == 0) sm90::mbarrier_arrive(bar);
     };
 
-    // The turn-taking barriers, with the ids fixed at compile time (a run-time id makes the
-    // compiler reserve all 16 hardware barriers).
-    auto my_turn = [&] {
-        if (w == 0) sm90::named_bar_sync<kBarTurn + 0, 256>();
-        else sm90::named_bar_sync<kBarTurn + 1, 256>();
-    };
-    auto your_turn = [&] {
-        if (w == 0) sm90::named_bar_arrive<kBarTurn + 1, 256>();
-        else sm90::named_bar_arrive<kBarTurn + 0, 256>();
-    };
-    if (w == 1) sm90::named_bar_arrive<kBarTurn + 0, 256>();  // consumer 0 goes first
     sm90::mbarrier_wait(&q_full, 0);
 
     for (int j = 0; j < num_kv_tiles; ++j) {
-        const int st = j % kStages, prev = (j + kStages - 1) % kStages;
+        const int st = j % kStages;
         sm90::mbarrier_wait(&k_full[st], (j / kStages) & 1);
-        if (j > 0) sm90::mbarrier_wait(&v_full[prev], ((j - 1) / kStages) & 1);
 
-        // My turn on the tensor cores: S_j = Q K_j^T, then O += P_{j-1} V_{j-1}; two batches.
-        my_turn();
+        // 1. S = Q K^T: one fence, 8 wgmma, one commit, one wait; then the K slot is free.
         sm90::wgmma_fence();
 #pragma unroll
         for (int ks = 0; ks < kD / 16; ++ks) sm90::wgmma_m64n128k16_ss(s, desc_q(ks), desc_k(st, ks), ks > 0);
         sm90::wgmma_commit();
-        if (j > 0) {
-            sm90::wgmma_fence();  // a batch of its own, which the policy below may run beside
-#pragma unroll
-            for (int kt16 = 0; kt16 < kPagesPerTile; ++kt16)
-                sm90::wgmma_m64n128k16_rs_transb(o, p[kt16], desc_v(prev, kt16), 1);
-        }
-        sm90::wgmma_commit();  // (empty for j = 0: two batches every time keep the wait below uniform)
-        // The other consumer's turn (consumer 1 skips its last hand-over: nobody waits for it).
-        if (!(w == 1 && j == num_kv_tiles - 1)) your_turn();
-
-        // S_j first (the older batch): the policy starts while P_{j-1} V_{j-1} still runs. Only
-        // the output and P's registers must wait for that batch.
-        sm90::wgmma_wait<1>();
+        sm90::wgmma_wait<0>();
         sm90::fence_regs(s);
         release(&k_empty[st]);
+
+        // 2. S -> P in registers; the softmax rescales the output so far.
         const int kv0 = j * kTile;
         float alpha[2];
         policy.to_p(s, kv0, last, kv0 + kTile - 1 > first_row_last, lane, alpha);
-
-        sm90::wgmma_wait<0>();  // P_{j-1} V_{j-1} is in O; P's registers are free
-        sm90::fence_regs(o);
-        if (j > 0) release(&v_empty[prev]);
         rescale_output<Policy>(o, alpha);
 #pragma unroll
         for (int kt16 = 0; kt16 < kTile / 16; ++kt16)
 #pragma unroll
             for (int e = 0; e < 4; ++e)
                 p[kt16][e] = pa::pack2(s[8 * kt16 + 2 * e], s[8 * kt16 + 2 * e + 1], __nv_bfloat16{});
-    }
-    {  // the last tile's O += P V
-        const int j = num_kv_tiles - 1, st = j % kStages;
+
+        // 3. O += P V: 8 wgmma of 16 keys; then the V slot is free.
         sm90::mbarrier_wait(&v_full[st], (j / kStages) & 1);
         sm90::wgmma_fence();
 #pragma unroll
@@ -280,6 +225,7 @@ __global__ void __launch_bounds__(kThreads, 1)
         sm90::wgmma_commit();
         sm90::wgmma_wait<0>();
         sm90::fence_regs(o);
+        release(&v_empty[st]);
     }
 
     float out_scale[2];
@@ -297,4 +243,4 @@ __global__ void __launch_bounds__(kThreads, 1)
     }
 }
 
-}  // namespace lesson06::step4
+}  // namespace lesson06::step7

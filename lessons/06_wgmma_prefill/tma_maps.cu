@@ -1,5 +1,5 @@
-// Step 4's instantiations (one per policy), its tensor maps and launcher. Built for sm_90a only.
-#include "step4_wgmma_ws.cuh"
+// The tensor maps of the TMA steps. Built for sm_90a only.
+#include "tma_maps.cuh"
 
 #include <cudaTypedefs.h>  // PFN_cuTensorMapEncodeTiled
 
@@ -7,20 +7,11 @@
 #include <string>
 
 #include "cuda_check.cuh"
-#include "launch_utils.cuh"
-#include "steps.cuh"
+#include "prefill_problem.h"
 
 namespace lesson06 {
 
 namespace {
-
-template <class F>
-void with_ws_kernel(Policy p, F&& f) {
-    if (p == Policy::softmax)
-        f(step4::wgmma_ws_prefill_kernel<SoftmaxPolicy<step4::kNB>>);
-    else
-        f(step4::wgmma_ws_prefill_kernel<GatePolicy<step4::kNB>>);
-}
 
 // cuTensorMapEncodeTiled is a driver API function; the runtime hands out its address, so the
 // lesson needs no link against the driver library.
@@ -55,14 +46,12 @@ CUtensorMap make_map(const void* base, int rank, const cuuint64_t* dims, const c
 
 }  // namespace
 
-void launch_wgmma_ws(const PrefillArgs& a, Policy p, cudaStream_t stream) {
-    const step2::Batch b = make_batch(a, step4::kRows);
-    const PolicyParams pp = policy_params(a);
-    step4::Maps maps;
-    {  // q: [total_new][H][128]; a box is 64 dims of one head for 128 consecutive rows
+Maps make_maps(const PrefillArgs& a, int q_rows) {
+    Maps maps;
+    {  // q: [total_new][H][128]; a box is 64 dims of one head for q_rows consecutive rows
         const cuuint64_t dims[3] = {kHeadSize, static_cast<cuuint64_t>(a.H), static_cast<cuuint64_t>(a.total_new)};
         const cuuint64_t strides[2] = {kHeadSize * 2, static_cast<cuuint64_t>(a.H) * kHeadSize * 2};
-        const cuuint32_t box[3] = {64, 1, step4::kRows};
+        const cuuint32_t box[3] = {64, 1, static_cast<cuuint32_t>(q_rows)};
         maps.q = make_map(a.q, 3, dims, strides, box, "q");
     }
     {  // K and V pools: [num_blocks][Hkv][16][128]; a box is 64 dims of one page of one KV head
@@ -74,23 +63,7 @@ void launch_wgmma_ws(const PrefillArgs& a, Policy p, cudaStream_t stream) {
         maps.k = make_map(a.k_cache, 4, dims, strides, box, "K");
         maps.v = make_map(a.v_cache, 4, dims, strides, box, "V");
     }
-    with_ws_kernel(p, [&](auto kernel) {
-        pa::opt_in_max_dynamic_smem(reinterpret_cast<const void*>(kernel));
-        kernel<<<dim3(a.H, a.num_tiles128), step4::kThreads, step4::kSmemBytes, stream>>>(b, pp, maps);
-        CUDA_CHECK_LAUNCH();
-    });
-}
-
-Geometry geometry_wgmma_ws(const PrefillShape& s) {
-    Geometry g;
-    g.ctas = static_cast<long long>(s.H) * query_tiles(s, step4::kRows, step4::kTile).size();
-    g.threads = step4::kThreads;
-    g.smem_bytes = step4::kSmemBytes;
-    with_ws_kernel(Policy::softmax, [&](auto kernel) {
-        pa::opt_in_max_dynamic_smem(reinterpret_cast<const void*>(kernel));
-        g.ctas_per_sm = pa::resident_ctas_per_sm(reinterpret_cast<const void*>(kernel), g.threads, g.smem_bytes);
-    });
-    return g;
+    return maps;
 }
 
 }  // namespace lesson06
