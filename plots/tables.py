@@ -587,6 +587,101 @@ def arch_reason(reason):
     return reason.replace("|", "/")
 
 
+# ---------------------------------------------------------------------------------------
+# Ladder tables: each step file of a lesson (lessons/NN_*/stepN_<idea>.cuh), its one idea (the
+# header's first sentence), the lines of code it adds over the step before, and the L2-cold time
+# of its variant (the header's `--variant NAME`) on the lesson's headline shape.
+
+def code_lines(path):
+    """A file's lines of code: comments and blank lines dropped, each stripped."""
+    out, block = [], False
+    for ln in Path(path).read_text(encoding="utf-8", errors="replace").splitlines():
+        t = ln.strip()
+        if block:
+            if "*/" in t:
+                block = False
+            continue
+        if t.startswith("/*"):
+            block = "*/" not in t
+            continue
+        t = re.sub(r"//.*", "", t).strip()
+        if t:
+            out.append(t)
+    return out
+
+
+def added_lines(before, after):
+    """Lines of code `after` adds over `before` (a line-level diff, as a reader's diff shows)."""
+    import difflib
+    return sum(1 for l in difflib.ndiff(code_lines(before), code_lines(after)) if l.startswith("+ "))
+
+
+def ladder_steps(lesson_dir):
+    """[(n, file, idea, variant, lines added)] for the step files of a lesson, in step order."""
+    files = sorted(Path(lesson_dir).glob("step*_*.cuh"), key=lambda p: int(re.match(r"step(\d+)", p.name).group(1)))
+    steps, prev = [], None
+    for f in files:
+        n = int(re.match(r"step(\d+)", f.name).group(1))
+        header = []
+        for ln in f.read_text(encoding="utf-8").splitlines():
+            if not ln.startswith("//"):
+                break
+            header.append(ln[2:].strip())
+        first = " ".join(header[:4])
+        m = re.match(r"Lesson \d+, step \d+(?: \([^)]*\))?: (.*?\.)(?:\s|$)", first)
+        if not m:
+            raise TableError(f"{f}: its header does not open with 'Lesson NN, step N: <the idea>.'")
+        v = re.search(r"--variant (\w+)", "\n".join(header))
+        if not v or v.group(1) == "NAME":
+            raise TableError(f"{f}: its header names no `--variant <its variant>` (the Run: line)")
+        steps.append((n, f.name, m.group(1), v.group(1), added_lines(prev, f) if prev else len(code_lines(f))))
+        prev = f
+    if not steps:
+        raise TableError(f"{lesson_dir}: no step files")
+    return steps
+
+
+# lesson -> (folder, CSV, headline shape, sigma (05) or prefix (06))
+LADDERS = {
+    "02": ("02_thread_groups", "lesson02.csv", "llama70b-B4-ctx2k", None),
+    "03": ("03_split_k", "lesson03.csv", "llama70b-B1-ctx4k", None),
+    "05": ("05_sparse_p", "lesson05.csv", "h8kv4-B64-ctx1k", "1.5"),
+    "06": ("06_wgmma_prefill", "lesson06.csv", "B4-T4096-H32-Hkv8", "0"),
+}
+
+
+def ladder_us(ctx, gpu, lesson, variant):
+    folder, csvname, shape, extra = LADDERS[lesson]
+    c = ctx.data.get(gpu, csvname)
+    if lesson == "05":
+        return Lesson05Csv(c).us(variant, shape, extra)
+    if lesson == "06":
+        return Lesson06Csv(c).us(variant, shape, extra)
+    return float(c.row(lesson, variant, shape)["us_median"])
+
+
+def ladder_table(ctx, lesson):
+    folder, csvname, shape, extra = LADDERS[lesson]
+    gpu = ctx.data.gpus_or_error(csvname)[0]
+    c = ctx.data.get(gpu, csvname)
+    rows, prev_us = [], None
+    for n, name, idea, variant, added in ladder_steps(ctx.data.root / "lessons" / folder):
+        us = ladder_us(ctx, gpu, lesson, variant)
+        rows.append([n, f"`{name}`", idea, added, f"`{variant}`", us_ladder(us),
+                     f"{prev_us / us:.2f}x" if prev_us else ""])
+        prev_us = us
+    where = {"05": f" at sigma {extra}", "06": f", prefix {extra}, causal"}.get(lesson, "")
+    return (f"The ladder: each step file, the idea it adds (its header's first sentence), the lines of code it "
+            f"adds over the step before (comments and blank lines dropped; step 1: all of its own), and its "
+            f"variant's L2-cold median on {shape}{where} from {ctx.link(c)} ({gpu_name(gpu)}), with the "
+            "speedup over the step before.\n\n"
+            + table(["step", "file", "the idea", "lines added", "variant", "us", "speedup"], rows, right={0, 3, 5, 6}))
+
+
+for _lesson in LADDERS:
+    register(f"lesson{_lesson}_ladder_steps")(lambda ctx, _l=_lesson: ladder_table(ctx, _l))
+
+
 @register("lesson02_timeline")
 def t_lesson02_timeline(ctx):
     """Lesson 02 README: where step 5's time goes (lesson02_timeline.csv, `--timeline`): per
@@ -1053,10 +1148,6 @@ LESSON06_HOPPER = ("wgmma", "wgmma_ws")  # built for sm_90a only: a CSV of anoth
 LESSON06_POST = (("MMA (mma.sync)", 584, "mma_sync_gate"), ("WGMMA, first correct version", 219, "wgmma_gate"),
                  ("WGMMA, FIR gate from the fragment, m64n16", 165, "wgmma_gate"), ("-", None, "wgmma_ws_gate"),
                  ("FA3 (softmax)", 52, "wgmma_ws_softmax"))
-# The issue's targets (softmax, H200), checked against the data.
-LESSON06_TFLOPS_FLOOR, LESSON06_TFLOPS_AIM = 300.0, 450.0
-LESSON06_SHORT_US, LESSON06_SHORT_AIM_US, LESSON06_SHORT_SPEEDUP = 52.0, 40.0, 2.5
-LESSON06_GATE_RATIO = 1.15
 
 
 class Lesson06Csv:
@@ -1170,42 +1261,6 @@ def t_lesson06_post(ctx):
                      f"kernels on an H200, ours on this GPU.\n\n"
                      + table(["the post's kernel", "post, us", "lesson 06", "hot us", "cold us"], rows,
                              right={1, 3, 4}))
-    return "\n\n".join(parts)
-
-
-@register("lesson06_targets")
-def t_lesson06_targets(ctx):
-    """Lesson 06 README: the issue's targets against lesson06.csv (L2-cold): wgmma_ws_softmax TFLOPS on the
-    two long shapes, its time at B32-T256 and its speedup over mma_sync_softmax, and the gate's time over
-    the softmax's at every shape. A CSV without the wgmma_ws rows says so in its rows."""
-    parts = []
-    for gpu in ctx.data.gpus_or_error("lesson06.csv"):
-        c = ctx.data.get(gpu, "lesson06.csv")
-        l6 = Lesson06Csv(c)
-        rows = []
-        if "wgmma_ws_softmax" not in l6.variants:
-            rows.append(["every target (they are for `wgmma_ws`)", "-", "not in this CSV (sm_90a only)"])
-        else:
-            for shape in ("B1-T8192-H32-Hkv8", "B4-T4096-H32-Hkv8"):
-                tf = float(l6.row("wgmma_ws_softmax", shape, "0")["tflops"])
-                verdict = ("aim met" if tf >= LESSON06_TFLOPS_AIM else "floor met" if tf >= LESSON06_TFLOPS_FLOOR
-                           else "**not met**")
-                rows.append([f"{shape} `wgmma_ws_softmax`: at least {LESSON06_TFLOPS_FLOOR:.0f} TFLOPS "
-                             f"(aim {LESSON06_TFLOPS_AIM:.0f})", f"{tf:.0f} TFLOPS", verdict])
-            ws, mma = l6.us("wgmma_ws_softmax", "B32-T256-H8-Hkv4", "0"), l6.us("mma_sync_softmax", "B32-T256-H8-Hkv4", "0")
-            rows.append([f"B32-T256-H8-Hkv4 `wgmma_ws_softmax`: under {LESSON06_SHORT_US:.0f} us "
-                         f"(aim {LESSON06_SHORT_AIM_US:.0f}, cuDNN's)", f"{ws:.1f} us",
-                         ("aim met" if ws <= LESSON06_SHORT_AIM_US else "met") if ws < LESSON06_SHORT_US else "**not met**"])
-            rows.append([f"B32-T256-H8-Hkv4: at least {LESSON06_SHORT_SPEEDUP}x faster than `mma_sync_softmax`",
-                         f"{mma / ws:.2f}x ({mma:.1f} / {ws:.1f} us)",
-                         "met" if mma / ws >= LESSON06_SHORT_SPEEDUP else "**not met**"])
-            for shape, prefix in LESSON06_SHAPES:
-                g, s = l6.us("wgmma_ws_gate", shape, prefix), l6.us("wgmma_ws_softmax", shape, prefix)
-                rows.append([f"{shape} prefix {prefix}: `wgmma_ws_gate` within {LESSON06_GATE_RATIO:.2f}x the "
-                             f"softmax's time", f"{g / s:.2f}x", "met" if g <= LESSON06_GATE_RATIO * s else "**not met**"])
-        parts.append(f"**{gpu_name(gpu)}**, data {ctx.link(c)}.\n\n"
-                     + table(["target (softmax unless named; L2-cold medians)", "measured", "verdict"], rows,
-                             right={1}))
     return "\n\n".join(parts)
 
 
