@@ -678,8 +678,16 @@ def ladder_table(ctx, lesson):
             + table(["step", "file", "the idea", "lines added", "variant", "us", "speedup"], rows, right={0, 3, 5, 6}))
 
 
+def _ladder_fn(lesson):
+    def fn(ctx):
+        return ladder_table(ctx, lesson)
+    fn.__doc__ = (f"Lesson {lesson} README: its ladder of step files, each step's idea, the lines of code it adds "
+                  f"over the step before and its variant's L2-cold time on {LADDERS[lesson][2]} with the speedup.")
+    return fn
+
+
 for _lesson in LADDERS:
-    register(f"lesson{_lesson}_ladder_steps")(lambda ctx, _l=_lesson: ladder_table(ctx, _l))
+    register(f"lesson{_lesson}_ladder_steps")(_ladder_fn(_lesson))
 
 
 @register("lesson02_timeline")
