@@ -256,11 +256,37 @@ std::pair<std::string, double> RowIndex::best_of(const std::string& shape, const
     return best;
 }
 
+namespace {
+
+// "  name1, name2 (sm_90), ..." wrapped at about 100 columns.
+std::string name_lines(const std::vector<DecodeVariant>& vs) {
+    std::string out, line = " ";
+    for (size_t i = 0; i < vs.size(); ++i) {
+        std::string item = " " + vs[i].name + (vs[i].min_cc > 80 ? " (" + vs[i].needs + ")" : "") + (i + 1 < vs.size() ? "," : "");
+        if (line.size() + item.size() > 100) {
+            out += line + "\n";
+            line = " ";
+        }
+        line += item;
+    }
+    return out + line + "\n";
+}
+
+}  // namespace
+
+std::string decode_lesson_usage(const DecodeLessonSpec& spec) {
+    std::string u = decode_usage(spec.program, spec.extra_usage);
+    u += "Variants (--variant NAME; the check and the measurement run each):\n" + name_lines(spec.variants);
+    if (!spec.check_only_variants.empty()) u += "Checked, not measured:\n" + name_lines(spec.check_only_variants);
+    if (!spec.baselines.empty()) u += "Measured beside them (earlier lessons):\n" + name_lines(spec.baselines);
+    return u;
+}
+
 int run_decode_lesson(int argc, char** argv, const DecodeLessonSpec& spec) {
     std::vector<LessonFlag> mode_flags;
     for (const auto& m : spec.modes) mode_flags.push_back(m.flag);
     mode_flags.insert(mode_flags.end(), spec.flags.begin(), spec.flags.end());
-    const Flags f = parse_flags_or_exit(argc, argv, decode_usage(spec.program, spec.extra_usage), mode_flags);
+    const Flags f = parse_flags_or_exit(argc, argv, decode_lesson_usage(spec), mode_flags);
     for (const auto& m : spec.modes)
         if (f.has(m.flag.name)) return m.run(f);
     std::vector<LessonPass> passes;

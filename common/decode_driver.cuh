@@ -176,6 +176,10 @@ class RowIndex {
 
 int run_decode_lesson(int argc, char** argv, const DecodeLessonSpec& spec);
 
+// The lesson's --help: the shared usage, its extra_usage, then every variant of its lists
+// (generated, so it names exactly what --variant takes).
+std::string decode_lesson_usage(const DecodeLessonSpec& spec);
+
 // Exits with kExitBadInput and one line if no variant in `variants` can run a shape.
 void refuse_unrunnable_shapes(const std::string& program, const std::vector<DecodeShape>& shapes,
                               const std::vector<DecodeVariant>& variants, const DeviceInfo& info);
