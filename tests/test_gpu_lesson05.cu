@@ -3,7 +3,9 @@
 // reference. Every test here is labelled `gpu`. The problems hold NaN in every cache slot no
 // sequence owns, so a kernel that copies a V row past a sequence's end fails.
 // split_k_cluster runs on sm_90 in a build with sm_90 code; elsewhere it must refuse, by
-// name, and the tests run the other steps.
+// name, and the tests run the other steps. Steps 1-5 also run forced onto the 2-slot ring
+// (lesson05::small_ring_variants: the layout of GPUs with 99 KiB a CTA), wherever
+// every_step runs, so a large GPU checks that layout too.
 #include <catch2/catch_test_macros.hpp>
 
 #include <algorithm>
@@ -11,6 +13,7 @@
 #include <cstdint>
 #include <stdexcept>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "gather_floor.h"
@@ -58,9 +61,17 @@ std::vector<pa::DecodeVariant> steps_here(const lesson05::Gate& gate) {
     return v;
 }
 
+// Steps 1-5 on the 2-slot ring, and split-k there at partitions of 128 tokens.
+std::vector<pa::DecodeVariant> ring2_steps(const lesson05::Gate& gate) {
+    std::vector<pa::DecodeVariant> v = lesson05::small_ring_variants(gate);
+    v.push_back(lesson05::split_k_variant(128, gate, true));
+    return v;
+}
+
 std::vector<pa::DecodeVariant> every_step(const lesson05::Gate& gate) {
     std::vector<pa::DecodeVariant> v = steps_here(gate);
     v.push_back(lesson05::split_k_variant(128, gate));  // many partitions on every case
+    for (const pa::DecodeVariant& r : ring2_steps(gate)) v.push_back(r);
     return v;
 }
 
@@ -105,6 +116,64 @@ TEST_CASE("lesson05 every step matches the gated reference on random cases at si
             CHECK(r.refused == 0);
             CHECK(r.checked == 15 * static_cast<int>(steps.size()));
             CHECK(r.passed == r.checked);
+        }
+}
+
+TEST_CASE("lesson05 the 2-slot ring (the layout of GPUs with 99 KiB a CTA), forced here: steps 1-5 match the gated "
+          "reference on random cases at sigma 0, 1.5, 2.9, groups 1 to 8 (seed 20250505)",
+          "[gpu][lesson05]") {
+    const pa::DeviceInfo info = pa::testing::gpu_for_test();
+    pa::testing::RandomCaseLimits lim = lesson05_limits();
+    lim.groups = {1, 2, 3, 4, 5, 6, 7, 8};  // 8 entries, coprime with the 3 page sizes: every pair in 24 cases
+    int n = 0;
+    for (double sigma : {0.0, 1.5, 2.9}) {
+        INFO("sigma " << sigma);
+        const lesson05::Gate gate = lesson05::make_gate(sigma, n == 1 ? 2.5 : 1.0);
+        const std::vector<pa::DecodeVariant> steps = ring2_steps(gate);
+        // the layout these variants launch: within what a 99 KiB CTA may ask for, whatever this GPU has
+        for (const pa::DecodeVariant& v : steps) {
+            INFO(v.name);
+            const pa::LaunchGeometry g = v.geometry(pa::make_shape("probe", 8, 4, {1000, 3000}, 128, 16), info);
+            CHECK(g.smem_bytes + 1024 <= 99 * 1024);
+            CHECK(g.smem_bytes > 64 * 1024);  // a 2-slot ring of 34 KiB tiles: not some other kernel's smem
+        }
+        const auto r = pa::testing::check_variants_on_random_cases(steps, kSeed + 50 + n++, 24, lim, gated_options(gate));
+        CHECK(r.refused == 0);
+        CHECK(r.checked == 24 * static_cast<int>(steps.size()));
+        CHECK(r.passed == r.checked);
+    }
+}
+
+TEST_CASE("lesson05 the 2-slot ring gives the same bits as the larger layouts (one and two CTAs per SM, two "
+          "sequences per CTA) for every step but compact_atomic: the ring changes when a tile is copied, not the sums",
+          "[gpu][lesson05]") {
+    const pa::DeviceInfo info = pa::testing::gpu_for_test();
+    const int lengths[] = {1, 127, 128, 129, 300, 2049, 17, 1000, 256};
+    auto batch = [&](int B) {
+        std::vector<int> ctx(B);
+        for (int i = 0; i < B; ++i) ctx[i] = lengths[i % 9];
+        return ctx;
+    };
+    const lesson05::Gate gate = lesson05::make_gate(1.5, 2.5);
+    int k = 0;
+    // few CTAs (one per SM), sms + 1 sequences (two per SM), 2 sms + 1 (two sequences per CTA)
+    for (const int B : {9, info.sms + 1, 2 * info.sms + 1})
+        for (const int group : {1, 3, 8}) {
+            const pa::DType t = k % 2 ? pa::DType::fp16 : pa::DType::bf16;
+            const pa::DecodeShape s = pa::make_shape("same-bits-B" + std::to_string(B) + "-g" + std::to_string(group),
+                                                     2 * group, 2, batch(B), 128, k % 3 == 0 ? 8 : 16, t);
+            const pa::DecodeProblem p = pa::make_decode_problem(s, kSeed + 200 + k++);
+            pa::DeviceDecodeProblem dev(p);
+            const std::vector<std::pair<pa::DecodeVariant, pa::DecodeVariant>> pairs = {
+                {lesson05::variant("dense", gate), lesson05::small_ring_variants(gate)[0]},
+                {lesson05::variant("zero_skip", gate), lesson05::small_ring_variants(gate)[1]},
+                {lesson05::variant("compact_ordered", gate), lesson05::small_ring_variants(gate)[3]},
+                {lesson05::split_k_variant(256, gate), lesson05::split_k_variant(256, gate, true)}};
+            for (const auto& [big, ring2] : pairs) {
+                INFO(s.name << " " << big.name << " vs " << ring2.name);
+                REQUIRE(ring2.name == big.name + "_ring2");
+                CHECK(run_once(big, dev) == run_once(ring2, dev));
+            }
         }
 }
 

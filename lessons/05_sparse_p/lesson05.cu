@@ -3,11 +3,13 @@
 #include "lesson05.h"
 
 #include <stdexcept>
+#include <type_traits>
 
 #include "cuda_check.cuh"
 #include "device_buffer.cuh"
 #include "dispatch.cuh"
 #include "launch_utils.cuh"
+#include "smem_cap.h"
 #include "sparsity.h"
 #include "split_workspace.cuh"
 #include "step1_dense.cuh"
@@ -24,25 +26,42 @@ namespace {
 
 enum class Step { dense, zero_skip, compact_atomic, compact_ordered };
 
-// Every single-pass instantiation: step x dtype x CTAs per SM x sequences per CTA (D 128,
-// 8 heads per CTA; two sequences per CTA only at two CTAs per SM). Calls f(kernel, smem
+// Which of gated_layout.cuh's three layouts a launch uses: Layout<1> (one CTA per SM, a
+// 6-slot ring), Layout<2> (two per SM, 3 slots) or Layout<1, kSmallStages> (one per SM, 2
+// slots: for GPUs with 99 KiB a CTA).
+enum class Ring { one_per_sm, two_per_sm, small };
+
+// Calls f(CTAS_PER_SM, STAGES) of `ring`, each a std::integral_constant; returns what f returns.
+template <class F>
+bool dispatch_ring(Ring ring, F&& f) {
+    using std::integral_constant;
+    switch (ring) {
+        case Ring::one_per_sm: return f(integral_constant<int, 1>{}, integral_constant<int, default_stages(1)>{});
+        case Ring::two_per_sm: return f(integral_constant<int, 2>{}, integral_constant<int, default_stages(2)>{});
+        case Ring::small: return f(integral_constant<int, 1>{}, integral_constant<int, kSmallStages>{});
+    }
+    return false;
+}
+
+// Every single-pass instantiation: step x dtype x layout x sequences per CTA (D 128, 8
+// heads per CTA; two sequences per CTA only at two CTAs per SM). Calls f(kernel, smem
 // bytes) and returns true, or false when the combination was not built.
 template <class F>
-bool with_kernel(Step step, pa::DType t, int ctas_per_sm, int seqs, F&& f) {
+bool with_kernel(Step step, pa::DType t, Ring ring, int seqs, F&& f) {
     return pa::dispatch_dtype(t, [&](auto tag) {
         using T = typename decltype(tag)::type;
-        return pa::dispatch_int<1, 2>(ctas_per_sm, [&](auto c) {
+        return dispatch_ring(ring, [&](auto c, auto st) {
             return pa::dispatch_int<1, 2>(seqs, [&](auto q) {
-                constexpr int C = c.value, S = q.value;
+                constexpr int C = c.value, ST = st.value, S = q.value;
                 if constexpr (C == 1 && S == 2) {
                     return false;
                 } else {
-                    const int smem = Layout<C>::kSmemBytes;
+                    const int smem = Layout<C, ST>::kSmemBytes;
                     switch (step) {
-                        case Step::dense: f(dense_gated_kernel<T, C, S>, smem); return true;
-                        case Step::zero_skip: f(zero_skip_gated_kernel<T, C, S>, smem); return true;
-                        case Step::compact_atomic: f(compact_atomic_gated_kernel<T, C, S>, smem); return true;
-                        case Step::compact_ordered: f(compact_ordered_gated_kernel<T, C, S>, smem); return true;
+                        case Step::dense: f(dense_gated_kernel<T, C, S, ST>, smem); return true;
+                        case Step::zero_skip: f(zero_skip_gated_kernel<T, C, S, ST>, smem); return true;
+                        case Step::compact_atomic: f(compact_atomic_gated_kernel<T, C, S, ST>, smem); return true;
+                        case Step::compact_ordered: f(compact_ordered_gated_kernel<T, C, S, ST>, smem); return true;
                     }
                     return false;
                 }
@@ -52,11 +71,11 @@ bool with_kernel(Step step, pa::DType t, int ctas_per_sm, int seqs, F&& f) {
 }
 
 template <class F>
-bool with_split_kernel(pa::DType t, int ctas_per_sm, F&& f) {
+bool with_split_kernel(pa::DType t, Ring ring, F&& f) {
     return pa::dispatch_dtype(t, [&](auto tag) {
         using T = typename decltype(tag)::type;
-        return pa::dispatch_int<1, 2>(ctas_per_sm, [&](auto c) {
-            f(split_k_compact_gated_kernel<T, c.value>, Layout<c.value>::kSmemBytes);
+        return dispatch_ring(ring, [&](auto c, auto st) {
+            f(split_k_compact_gated_kernel<T, c.value, st.value>, Layout<c.value, st.value>::kSmemBytes);
             return true;
         });
     });
@@ -73,11 +92,40 @@ bool with_cluster_kernel(pa::DType t, int ctas_per_sm, F&& f) {
     });
 }
 
+// Whether a layout of `smem` bytes fits a CTA of a GPU whose CTA may ask for `smem_optin`
+// (pa::DeviceInfo, pa::current_max_smem_optin: PA_SMEM_CAP_KIB applied), with 1 KiB for the
+// kernels' static arrays.
+bool fits(int smem, int smem_optin) { return smem + 1024 <= smem_optin; }
+
 // Two CTAs per SM (3-slot rings) when the grid is larger than the GPU, or when the
 // one-per-SM ring does not fit the GPU's shared memory (A100); else one (a 6-slot ring).
 int ctas_per_sm_for(long long ctas, int sms, int smem_optin) {
     if (ctas > sms) return 2;
     return Layout<1>::kSmemBytes + 1024 > smem_optin ? 2 : 1;
+}
+
+// The layout of a grid of `ctas` CTAs: ctas_per_sm_for's, or the 2-slot ring where the
+// two-per-SM layout does not fit (99 KiB a CTA: sm_86, sm_89) or where `small` asks for it
+// (the tests' _ring2 variants).
+Ring ring_for(long long ctas, int sms, int smem_optin, bool small) {
+    if (small || !fits(Layout<2>::kSmemBytes, smem_optin)) return Ring::small;
+    return ctas_per_sm_for(ctas, sms, smem_optin) == 1 ? Ring::one_per_sm : Ring::two_per_sm;
+}
+
+// The single pass's sequences per CTA and layout: two sequences per CTA only in the
+// two-per-SM layout (seqs_per_cta, with its page array), never in the 2-slot ring.
+struct SinglePassPlan {
+    int seqs;
+    Ring ring;
+    long long ctas;
+};
+SinglePassPlan single_pass_plan(int B, int Hkv, int max_ctx, int block_size, int sms, int smem_optin, bool small) {
+    SinglePassPlan plan{};
+    const bool ring2 = small || !fits(Layout<2>::kSmemBytes, smem_optin);  // ring_for's first test
+    plan.seqs = ring2 ? 1 : seqs_per_cta(B, Hkv, max_ctx, block_size, sms, Layout<2>::kPageSlots);
+    plan.ctas = static_cast<long long>((B + plan.seqs - 1) / plan.seqs) * Hkv;
+    plan.ring = ring_for(plan.ctas, sms, smem_optin, small);
+    return plan;
 }
 
 GateArgs gate_args(const pa::reference::GateParams& g) {
@@ -126,12 +174,12 @@ ClusterPlan cluster_plan(pa::DType t, int fixed, int B, int Hkv, int max_ctx, in
     return plan;
 }
 
-void launch_step(Step step, const pa::PagedDecodeArgs& a, const pa::reference::GateParams& g, cudaStream_t stream) {
-    const int sms = pa::current_sm_count();
-    const int seqs = seqs_per_cta(a.B, a.Hkv, a.max_ctx, a.block_size, sms, Layout<2>::kPageSlots);
-    const dim3 grid(a.Hkv, (a.B + seqs - 1) / seqs);
-    const int per_sm = ctas_per_sm_for(static_cast<long long>(grid.x) * grid.y, sms, pa::current_max_smem_optin());
-    const bool built = with_kernel(step, a.dtype, per_sm, seqs, [&](auto kernel, int smem) {
+void launch_step(Step step, bool small, const pa::PagedDecodeArgs& a, const pa::reference::GateParams& g,
+                 cudaStream_t stream) {
+    const SinglePassPlan plan = single_pass_plan(a.B, a.Hkv, a.max_ctx, a.block_size, pa::current_sm_count(),
+                                                 pa::current_max_smem_optin(), small);
+    const dim3 grid(a.Hkv, (a.B + plan.seqs - 1) / plan.seqs);
+    const bool built = with_kernel(step, a.dtype, plan.ring, plan.seqs, [&](auto kernel, int smem) {
         using T = typename pa::KernelScalar<decltype(kernel)>::type;
         pa::opt_in_max_dynamic_smem(reinterpret_cast<const void*>(kernel));
         kernel<<<grid, kThreads, smem, stream>>>(static_cast<T*>(a.out), static_cast<const T*>(a.q),
@@ -143,14 +191,15 @@ void launch_step(Step step, const pa::PagedDecodeArgs& a, const pa::reference::G
     if (!built) throw pa::CudaError(pa::strf("lesson05: no kernel built for %s", pa::dtype_name(a.dtype)));
 }
 
-void launch_split(int fixed, const pa::PagedDecodeArgs& a, const pa::reference::GateParams& g, cudaStream_t stream) {
+void launch_split(int fixed, bool small, const pa::PagedDecodeArgs& a, const pa::reference::GateParams& g,
+                  cudaStream_t stream) {
     const int sms = pa::current_sm_count();
     const int P = partition_size_for(fixed, a.B, a.Hkv, a.max_ctx, sms);
     const int parts = partitions_of(a.max_ctx, P);
     const dim3 grid(a.Hkv, a.B, parts);
     pa::SplitBuffers& w = g_workspace.at_least(static_cast<size_t>(a.B) * a.H * parts * a.D, static_cast<size_t>(a.B) * a.Hkv, stream);
-    const int per_sm = ctas_per_sm_for(static_cast<long long>(a.B) * a.Hkv * parts, sms, pa::current_max_smem_optin());
-    const bool built = with_split_kernel(a.dtype, per_sm, [&](auto kernel, int smem) {
+    const Ring ring = ring_for(static_cast<long long>(a.B) * a.Hkv * parts, sms, pa::current_max_smem_optin(), small);
+    const bool built = with_split_kernel(a.dtype, ring, [&](auto kernel, int smem) {
         using T = typename pa::KernelScalar<decltype(kernel)>::type;
         pa::opt_in_max_dynamic_smem(reinterpret_cast<const void*>(kernel));
         kernel<<<grid, kThreads, smem, stream>>>(static_cast<T*>(a.out), static_cast<const T*>(a.q),
@@ -217,16 +266,18 @@ const char* step_name(Step s) {
     return "?";
 }
 
-pa::DecodeVariant step_variant(Step step, const Gate& gate) {
+// The suffix of a variant forced onto the 2-slot ring.
+const char* kRing2Suffix = "_ring2";
+
+pa::DecodeVariant step_variant(Step step, const Gate& gate, bool small = false) {
     pa::DecodeVariant v;
-    v.name = step_name(step);
+    v.name = std::string(step_name(step)) + (small ? kRing2Suffix : "");
     v.why_not = [](const pa::DecodeShape& s, const pa::DeviceInfo& info) { return why_not(s, info); };
-    v.launch = [step, gate](const pa::PagedDecodeArgs& a, cudaStream_t st) { launch_step(step, a, *gate, st); };
-    v.geometry = [step](const pa::DecodeShape& s, const pa::DeviceInfo& info) {
-        const int seqs = seqs_per_cta_for(s, info.sms);
-        const long long ctas = static_cast<long long>((s.B + seqs - 1) / seqs) * s.Hkv;
-        const int per_sm = ctas_per_sm_for(ctas, info.sms, info.smem_per_block_optin);
-        return geometry_of([&](auto f) { with_kernel(step, s.dtype, per_sm, seqs, f); }, ctas, 1);
+    v.launch = [step, small, gate](const pa::PagedDecodeArgs& a, cudaStream_t st) { launch_step(step, small, a, *gate, st); };
+    v.geometry = [step, small](const pa::DecodeShape& s, const pa::DeviceInfo& info) {
+        const SinglePassPlan plan =
+            single_pass_plan(s.B, s.Hkv, s.max_ctx(), s.block_size, info.sms, info.smem_per_block_optin, small);
+        return geometry_of([&](auto f) { with_kernel(step, s.dtype, plan.ring, plan.seqs, f); }, plan.ctas, 1);
     };
     return v;
 }
@@ -242,7 +293,7 @@ Gate make_gate(double sigma, double gamma) {
 }
 
 int seqs_per_cta_for(const pa::DecodeShape& s, int sms) {
-    return seqs_per_cta(s.B, s.Hkv, s.max_ctx(), s.block_size, sms, Layout<2>::kPageSlots);
+    return single_pass_plan(s.B, s.Hkv, s.max_ctx(), s.block_size, sms, pa::current_max_smem_optin(), false).seqs;
 }
 
 std::string why_not(const pa::DecodeShape& s, const pa::DeviceInfo& info) {
@@ -250,27 +301,30 @@ std::string why_not(const pa::DecodeShape& s, const pa::DeviceInfo& info) {
     if (s.group() > kHeads)
         return pa::strf("a lesson 05 CTA serves at most %d query heads (one mma column block); group %d needs more",
                         kHeads, s.group());
-    const int need = Layout<2>::kSmemBytes;  // the smaller of the two layouts
-    if (info.smem_per_block_optin > 0 && need + 1024 > info.smem_per_block_optin)
-        return pa::strf("stages K/V through %d KiB of shared memory per CTA; this GPU (%s) gives %d KiB", need / 1024,
-                        info.name.c_str(), info.smem_per_block_optin / 1024);
+    const int need = Layout<1, kSmallStages>::kSmemBytes;  // the smallest of the three layouts
+    if (info.smem_per_block_optin > 0 && !fits(need, info.smem_per_block_optin))
+        return pa::strf("stages K/V through %d KiB of shared memory per CTA; this GPU (%s) gives %d KiB%s", need / 1024,
+                        info.name.c_str(), info.smem_per_block_optin / 1024, pa::smem_cap_note().c_str());
     return "";
 }
 
-pa::DecodeVariant split_k_variant(int partition_size, const Gate& gate) {
+pa::DecodeVariant split_k_variant(int partition_size, const Gate& gate, bool small_ring) {
     if (partition_size < 0 || partition_size % kTile != 0)
         throw std::invalid_argument(pa::strf("split_k_compact: partition size %d is not a multiple of %d tokens",
                                              partition_size, kTile));
     pa::DecodeVariant v;
-    v.name = partition_size > 0 ? pa::strf("split_k_compact_%d", partition_size) : "split_k_compact";
+    v.name = (partition_size > 0 ? pa::strf("split_k_compact_%d", partition_size) : std::string("split_k_compact")) +
+             (small_ring ? kRing2Suffix : "");
     v.why_not = [](const pa::DecodeShape& s, const pa::DeviceInfo& info) { return why_not(s, info); };
-    v.launch = [partition_size, gate](const pa::PagedDecodeArgs& a, cudaStream_t st) { launch_split(partition_size, a, *gate, st); };
-    v.geometry = [partition_size](const pa::DecodeShape& s, const pa::DeviceInfo& info) {
+    v.launch = [partition_size, small_ring, gate](const pa::PagedDecodeArgs& a, cudaStream_t st) {
+        launch_split(partition_size, small_ring, a, *gate, st);
+    };
+    v.geometry = [partition_size, small_ring](const pa::DecodeShape& s, const pa::DeviceInfo& info) {
         const int P = partition_size_for(partition_size, s.B, s.Hkv, s.max_ctx(), info.sms);
         const int parts = partitions_of(s.max_ctx(), P);
         const long long ctas = static_cast<long long>(s.B) * s.Hkv * parts;
-        const int per_sm = ctas_per_sm_for(ctas, info.sms, info.smem_per_block_optin);
-        return geometry_of([&](auto f) { with_split_kernel(s.dtype, per_sm, f); }, ctas, parts);
+        const Ring ring = ring_for(ctas, info.sms, info.smem_per_block_optin, small_ring);
+        return geometry_of([&](auto f) { with_split_kernel(s.dtype, ring, f); }, ctas, parts);
     };
     return v;
 }
@@ -297,6 +351,13 @@ pa::DecodeVariant split_k_cluster_variant(int partition_size, const Gate& gate) 
                                          "split_k_cluster merges in a thread-block cluster", "split_k_compact runs here");
         });
         if (!sm90.empty()) return sm90;
+        // an sm_90 GPU whose shared memory is capped (PA_SMEM_CAP_KIB): step 6 has no 2-slot ring build
+        const int need = Layout<2>::kSmemBytes;
+        if (info.smem_per_block_optin > 0 && !fits(need, info.smem_per_block_optin))
+            return pa::strf("split_k_cluster stages K/V through %d KiB of shared memory per CTA, as every sm_90 GPU "
+                            "gives; this GPU (%s) gives %d KiB%s (split_k_compact runs here)",
+                            need / 1024, info.name.c_str(), info.smem_per_block_optin / 1024,
+                            pa::smem_cap_note().c_str());
         const ClusterPlan plan =
             cluster_plan(s.dtype, partition_size, s.B, s.Hkv, s.max_ctx(), info.sms, info.smem_per_block_optin);
         if (plan.parts > plan.cap)
@@ -320,6 +381,12 @@ std::vector<pa::DecodeVariant> variants(const Gate& gate) {
     return {step_variant(Step::dense, gate),          step_variant(Step::zero_skip, gate),
             step_variant(Step::compact_atomic, gate), step_variant(Step::compact_ordered, gate),
             split_k_variant(0, gate),                 split_k_cluster_variant(0, gate)};
+}
+
+std::vector<pa::DecodeVariant> small_ring_variants(const Gate& gate) {
+    return {step_variant(Step::dense, gate, true),          step_variant(Step::zero_skip, gate, true),
+            step_variant(Step::compact_atomic, gate, true), step_variant(Step::compact_ordered, gate, true),
+            split_k_variant(0, gate, true)};
 }
 
 pa::DecodeVariant variant(const std::string& name, const Gate& gate) {

@@ -24,8 +24,13 @@ std::vector<pa::DecodeVariant> variants(const Gate& gate);
 // One of them by name; throws std::invalid_argument for another name.
 pa::DecodeVariant variant(const std::string& name, const Gate& gate);
 // split_k_compact with a fixed partition size (a positive multiple of 128 tokens), for the
-// tests: named split_k_compact_<P>.
-pa::DecodeVariant split_k_variant(int partition_size, const Gate& gate);
+// tests: named split_k_compact_<P>. `small_ring`: on the 2-slot ring, as small_ring_variants.
+pa::DecodeVariant split_k_variant(int partition_size, const Gate& gate, bool small_ring = false);
+// Steps 1-5 on the layout that GPUs with 99 KiB of shared memory a CTA (sm_86, sm_89) run
+// (gated_layout.cuh: one CTA per SM, a 2-slot ring, K one tile ahead), whatever this GPU has:
+// the tests check it on a larger one. Named <step>_ring2. Without them, a launch takes that
+// layout only where the two others do not fit.
+std::vector<pa::DecodeVariant> small_ring_variants(const Gate& gate);
 // split_k_cluster likewise (split_k_cluster_<P>); refused where that makes more partitions
 // than a cluster holds (16, or 8 where 16 CTAs do not fit a GPC).
 pa::DecodeVariant split_k_cluster_variant(int partition_size, const Gate& gate);
@@ -34,12 +39,13 @@ pa::DecodeVariant split_k_cluster_variant(int partition_size, const Gate& gate);
 // steps).
 int partitions_for(const std::string& variant_name, const pa::DecodeShape& s, int sms);
 
-// Sequences per CTA of the single-pass steps on a GPU with `sms` SMs (1 or 2; sparsity.h:
-// seqs_per_cta, with this build's page array).
+// Sequences per CTA of the single-pass steps on a GPU with `sms` SMs and the current GPU's
+// shared memory (1 or 2; sparsity.h: seqs_per_cta, with this build's page array; always 1
+// where only the 2-slot ring fits).
 int seqs_per_cta_for(const pa::DecodeShape& s, int sms);
 
 // Why no step can run a shape here ("" when they can): D other than 128, a group above 8,
-// or too little shared memory per CTA.
+// or too little shared memory per CTA for the smallest layout (the 2-slot ring).
 std::string why_not(const pa::DecodeShape& s, const pa::DeviceInfo& info);
 
 }  // namespace lesson05

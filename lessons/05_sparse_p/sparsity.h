@@ -46,7 +46,7 @@ double limit_speedup(long long dense_bytes, long long needed_bytes);
 // one partition.
 int split_partition_size(int B, int Hkv, int max_ctx, int sms);
 
-// Sequences per CTA of the single-pass steps (CtaSeqs in gated_tile.cuh): 2 when one CTA
+// Sequences per CTA of the single-pass steps (CtaSeqs in gated_layout.cuh): 2 when one CTA
 // per (sequence, KV head) would be more than one wave of two CTAs per SM (B * Hkv > 2 *
 // SMs), the halved grid still fills 90 % of such a wave, and each sequence's page ids fit
 // half of the two-per-SM page array (`page_slots` ids; pages of `block_size` tokens); else 1.

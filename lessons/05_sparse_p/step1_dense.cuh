@@ -25,7 +25,8 @@
 
 namespace lesson05 {
 
-template <class scalar_t, int CTAS_PER_SM, int SEQS>  // SEQS: sequences per CTA (CtaSeqs)
+template <class scalar_t, int CTAS_PER_SM, int SEQS,  // SEQS: sequences per CTA (CtaSeqs)
+          int STAGES = default_stages(CTAS_PER_SM)>  // the ring: Layout
 __global__ void __launch_bounds__(kThreads, CTAS_PER_SM)
 dense_gated_kernel(scalar_t* __restrict__ out,             // [B, H, D]
                    const scalar_t* __restrict__ q,         // [B, H, D]
@@ -35,7 +36,7 @@ dense_gated_kernel(scalar_t* __restrict__ out,             // [B, H, D]
                    const int* __restrict__ context_lens,   // [B]
                    int H, int Hkv, int group, int block_size, int max_blocks_per_seq, float scale, GateArgs gate,
                    int B) {
-    using L = Layout<CTAS_PER_SM>;
+    using L = Layout<CTAS_PER_SM, STAGES>;
     constexpr int kStages = L::kStages;
     constexpr int kBufs = L::kBufs;
     const int kv_head = blockIdx.x;
@@ -44,7 +45,7 @@ dense_gated_kernel(scalar_t* __restrict__ out,             // [B, H, D]
     const CtaSeqs<SEQS> w(context_lens, B);  // this CTA's sequences: one run of w.total tiles
 
     extern __shared__ __align__(16) unsigned char smem[];
-    const Smem<scalar_t> sm = carve_smem<scalar_t, CTAS_PER_SM>(smem);
+    const Smem<scalar_t> sm = carve_smem<scalar_t, CTAS_PER_SM, STAGES>(smem);
     __shared__ uint64_t full[kStages], empty[kStages];
     if (threadIdx.x == 0) {
         for (int i = 0; i < kStages; ++i) {

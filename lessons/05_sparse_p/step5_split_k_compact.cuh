@@ -27,7 +27,7 @@
 
 namespace lesson05 {
 
-template <class scalar_t, int CTAS_PER_SM>
+template <class scalar_t, int CTAS_PER_SM, int STAGES = default_stages(CTAS_PER_SM)>  // STAGES: the ring (Layout)
 __global__ void __launch_bounds__(kThreads, CTAS_PER_SM)
 split_k_compact_gated_kernel(scalar_t* __restrict__ out,             // [B, H, D]
                              const scalar_t* __restrict__ q,         // [B, H, D]
@@ -40,7 +40,7 @@ split_k_compact_gated_kernel(scalar_t* __restrict__ out,             // [B, H, D
                              float* __restrict__ partials,         // [B, H, max_partitions, D]
                              int max_partitions,
                              unsigned* __restrict__ counters) {    // [B * Hkv], 0 between launches
-    using L = Layout<CTAS_PER_SM>;
+    using L = Layout<CTAS_PER_SM, STAGES>;
     constexpr int kStages = L::kStages;
     constexpr int kBufs = L::kBufs;
     const int seq = blockIdx.y;
@@ -57,7 +57,7 @@ split_k_compact_gated_kernel(scalar_t* __restrict__ out,             // [B, H, D
     const int num_tiles = (t_end - t_begin + kTile - 1) / kTile;
 
     extern __shared__ __align__(16) unsigned char smem[];
-    const Smem<scalar_t> sm = carve_smem<scalar_t, CTAS_PER_SM>(smem);
+    const Smem<scalar_t> sm = carve_smem<scalar_t, CTAS_PER_SM, STAGES>(smem);
     __shared__ uint64_t full[kStages], empty[kStages];
     __shared__ uint64_t listed[kBufs];  // the list of tile i is in rows[i % kBufs], its length in nnz_of[i % kBufs]
     __shared__ int nnz_of[kBufs];
