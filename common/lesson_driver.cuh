@@ -105,26 +105,42 @@ class CheckTally {
         passed_ += pass;
         std::printf("  %s %s\n", pass ? "PASS" : "FAIL", text.c_str());
     }
-    void skipped(int n = 1) { skipped_ += n; }  // variant/shape pairs the variant cannot run
-    // Prints the verdict; returns the number of failures.
+    // A shape the variant cannot run, and why (the first reason is kept per variant).
+    void skipped(const std::string& variant, const std::string& why) {
+        for (auto& e : not_run_)
+            if (e.variant == variant) {
+                ++e.shapes;
+                return;
+            }
+        not_run_.push_back({variant, why, 1});
+    }
+    // Prints one line per variant not run on some shape, as the decode lessons do, then the
+    // verdict; returns the number of failures.
     int finish() const {
-        if (skipped_ > 0)
-            std::printf("  (%d variant/shape pairs not run: the variant cannot run the shape here)\n", skipped_);
+        for (const auto& e : not_run_)
+            std::printf("  (%s not run on %d shape%s: %s)\n", e.variant.c_str(), e.shapes, e.shapes == 1 ? "" : "s",
+                        e.why.c_str());
         std::printf("%d/%d %s\n", passed_, total_, passed_ == total_ ? "PASS" : "FAIL");
         return total_ - passed_;
     }
     int failures() const { return total_ - passed_; }
 
   private:
-    int passed_ = 0, total_ = 0, skipped_ = 0;
+    struct NotRun {
+        std::string variant, why;
+        int shapes;
+    };
+    int passed_ = 0, total_ = 0;
+    std::vector<NotRun> not_run_;
 };
 
 // One check line per variant that runs the problem (the others are counted as skipped).
 template <class Problem>
 void check_variants(Problem& p, const std::vector<typename Problem::Variant>& variants, CheckTally& tally) {
     for (const auto& v : variants) {
-        if (!p.why_not(v).empty()) {
-            tally.skipped();
+        const std::string why = p.why_not(v);
+        if (!why.empty()) {
+            tally.skipped(v.name, why);
             continue;
         }
         const CheckResult r = p.check(v);
