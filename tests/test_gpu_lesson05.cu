@@ -1,9 +1,10 @@
-// Lesson 05 (the gated decode: dense, zero_skip, compact_atomic, compact_ordered,
-// split_k_compact, split_k_cluster) on the GPU, against the double-precision gated
+// Lesson 05 (the gated decode: gate, k_ahead, smem_pages, l2_hints, scores_in_slot,
+// bulk_rows, dense, zero_skip, compact_atomic, compact_ordered, split_k_compact,
+// split_k_cluster) on the GPU, against the double-precision gated
 // reference. Every test here is labelled `gpu`. The problems hold NaN in every cache slot no
 // sequence owns, so a kernel that copies a V row past a sequence's end fails.
 // split_k_cluster runs on sm_90 in a build with sm_90 code; elsewhere it must refuse, by
-// name, and the tests run the other steps. Steps 1-5 also run forced onto the 2-slot ring
+// name, and the tests run the other steps. Steps 7-11 also run forced onto the 2-slot ring
 // (lesson05::small_ring_variants: the layout of GPUs with 99 KiB a CTA), wherever
 // every_step runs, so a large GPU checks that layout too.
 #include <catch2/catch_test_macros.hpp>
@@ -61,7 +62,7 @@ std::vector<pa::DecodeVariant> steps_here(const lesson05::Gate& gate) {
     return v;
 }
 
-// Steps 1-5 on the 2-slot ring, and split-k there at partitions of 128 tokens.
+// Steps 7-11 on the 2-slot ring, and split-k there at partitions of 128 tokens.
 std::vector<pa::DecodeVariant> ring2_steps(const lesson05::Gate& gate) {
     std::vector<pa::DecodeVariant> v = lesson05::small_ring_variants(gate);
     v.push_back(lesson05::split_k_variant(128, gate, true));
@@ -119,7 +120,7 @@ TEST_CASE("lesson05 every step matches the gated reference on random cases at si
         }
 }
 
-TEST_CASE("lesson05 the 2-slot ring (the layout of GPUs with 99 KiB a CTA), forced here: steps 1-5 match the gated "
+TEST_CASE("lesson05 the 2-slot ring (the layout of GPUs with 99 KiB a CTA), forced here: steps 7-11 match the gated "
           "reference on random cases at sigma 0, 1.5, 2.9, groups 1 to 8 (seed 20250505)",
           "[gpu][lesson05]") {
     const pa::DeviceInfo info = pa::testing::gpu_for_test();
@@ -173,6 +174,58 @@ TEST_CASE("lesson05 the 2-slot ring gives the same bits as the larger layouts (o
                 INFO(s.name << " " << big.name << " vs " << ring2.name);
                 REQUIRE(ring2.name == big.name + "_ring2");
                 CHECK(run_once(big, dev) == run_once(ring2, dev));
+            }
+        }
+}
+
+// Steps 1-6, the ones that build up to dense.
+const char* const kEarlySteps[] = {"gate", "k_ahead", "smem_pages", "l2_hints", "scores_in_slot", "bulk_rows"};
+
+TEST_CASE("lesson05 steps 1-6 (gate .. bulk_rows) match the gated reference on random cases at sigma 0, 1.5, 2.9, "
+          "groups 1 to 8, pages of 8, 16 and 32 (seed 20250505); steps 1-4 run the 2-slot ring",
+          "[gpu][lesson05]") {
+    const pa::DeviceInfo info = pa::testing::gpu_for_test();
+    pa::testing::RandomCaseLimits lim = lesson05_limits();
+    lim.groups = {1, 2, 3, 4, 5, 6, 7, 8};  // 8 entries, coprime with the 3 page sizes: every pair in 24 cases
+    int n = 0;
+    for (double sigma : {0.0, 1.5, 2.9}) {
+        INFO("sigma " << sigma);
+        const lesson05::Gate gate = lesson05::make_gate(sigma, n == 1 ? 2.5 : 1.0);
+        std::vector<pa::DecodeVariant> steps;
+        for (const char* name : kEarlySteps) steps.push_back(lesson05::variant(name, gate));
+        for (int i = 0; i < 4; ++i) {  // gate .. l2_hints: the 2-slot ring, whatever this GPU has
+            INFO(steps[i].name);
+            const pa::LaunchGeometry g = steps[i].geometry(pa::make_shape("probe", 8, 4, {1000, 3000}, 128, 16), info);
+            CHECK(g.smem_bytes + 1024 <= 99 * 1024);
+            CHECK(g.smem_bytes > 64 * 1024);
+        }
+        const auto r = pa::testing::check_variants_on_random_cases(steps, kSeed + 70 + n++, 24, lim, gated_options(gate));
+        CHECK(r.refused == 0);
+        CHECK(r.checked == 24 * static_cast<int>(steps.size()));
+        CHECK(r.passed == r.checked);
+    }
+}
+
+TEST_CASE("lesson05 steps 1-6 give dense's bits (few CTAs, two CTAs per SM, two sequences per CTA for dense): they "
+          "change how the tiles are copied, not the sums",
+          "[gpu][lesson05]") {
+    const pa::DeviceInfo info = pa::testing::gpu_for_test();
+    const int lengths[] = {1, 127, 128, 129, 300, 2049, 17, 1000, 256};
+    const lesson05::Gate gate = lesson05::make_gate(1.5, 2.5);
+    int k = 0;
+    for (const int B : {9, info.sms + 1, 2 * info.sms + 1})
+        for (const int group : {1, 5, 8}) {
+            std::vector<int> ctx(B);
+            for (int i = 0; i < B; ++i) ctx[i] = lengths[(i + k) % 9];
+            const pa::DType t = k % 2 ? pa::DType::fp16 : pa::DType::bf16;
+            const pa::DecodeShape s = pa::make_shape("early-bits-B" + std::to_string(B) + "-g" + std::to_string(group),
+                                                     2 * group, 2, ctx, 128, k % 3 == 0 ? 32 : 16, t);
+            const pa::DecodeProblem p = pa::make_decode_problem(s, kSeed + 300 + k++);
+            pa::DeviceDecodeProblem dev(p);
+            const std::vector<uint16_t> dense = run_once(lesson05::variant("dense", gate), dev);
+            for (const char* name : kEarlySteps) {
+                INFO(s.name << " " << name << " vs dense");
+                CHECK(run_once(lesson05::variant(name, gate), dev) == dense);
             }
         }
 }

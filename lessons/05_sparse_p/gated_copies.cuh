@@ -1,6 +1,6 @@
 // Lesson 05's copies: how the producer warps fill the ring (gated_layout.cuh) with K and V
-// rows from the paged cache. Every step uses them; a step chooses only which V rows a tile
-// needs (Producer::copy_v's token_of).
+// rows from the paged cache. Step 1 uses the PlainProducer, every later step the Producer,
+// and a step chooses only which V rows a tile needs (Producer::copy_v's token_of).
 //
 //  * A producer announces a tile with an asynchronous arrive: the barrier counts the
 //    thread's arrival once its copies have landed, so no producer ever waits for its own
@@ -50,10 +50,11 @@ constexpr bool kL2Hints = true;
 // PTX the copies need beyond common/: a 16-byte cp.async whose source size may be 0 (then
 // it reads nothing and writes 16 zero bytes), and the asynchronous arrive on an mbarrier.
 
+template <bool HINTS = kL2Hints>
 __device__ __forceinline__ void cp_async16_or_zero(void* smem_dst, const void* gmem_src, bool copy, uint64_t l2_policy) {
     const unsigned dst = pa::smem_address(smem_dst);
     const unsigned src_bytes = copy ? 16u : 0u;
-    if constexpr (kL2Hints)
+    if constexpr (HINTS)
         asm volatile("cp.async.cg.shared.global.L2::cache_hint.L2::256B [%0], [%1], 16, %2, %3;" ::"r"(dst),
                      "l"(gmem_src), "r"(src_bytes), "l"(l2_policy)
                      : "memory");
@@ -61,10 +62,11 @@ __device__ __forceinline__ void cp_async16_or_zero(void* smem_dst, const void* g
         asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(dst), "l"(gmem_src), "r"(src_bytes) : "memory");
 }
 
-// One bulk row copy (sm_90), evict first where kL2Hints.
+// One bulk row copy (sm_90), evict first where HINTS.
+template <bool HINTS = kL2Hints>
 __device__ __forceinline__ void bulk_row_copy(void* smem_dst, const void* gmem_src, uint32_t bytes, uint64_t* bar,
                                               uint64_t l2_policy) {
-    if constexpr (kL2Hints)
+    if constexpr (HINTS)
         pa::bulk_copy_to_shared(smem_dst, gmem_src, bytes, bar, l2_policy);
     else
         pa::bulk_copy_to_shared(smem_dst, gmem_src, bytes, bar);
@@ -86,11 +88,51 @@ constexpr bool kArchHasBulkCopies = false;
 #endif
 
 // ---------------------------------------------------------------------------------------
+// Step 1's producer, the plainest: thread tid copies the 16-byte piece tid % 16 of rows
+// tid / 16, + 8, ..., + 120 of a K or V tile with cp.async, reading each row's page id from
+// the block table, and writes rows past the end as zeros (an mma multiplies whole 16-row
+// blocks, and a NaN in an unused cache slot times 0 would still be NaN). No L2 hints; the
+// caller announces the copies once they have landed (cp.async.wait_group, then an arrive).
+template <class scalar_t>
+struct PlainProducer {
+    static constexpr int kPieces = kHeadSize / 8;                    // 16-byte pieces of a row
+    static constexpr int kRowsPerPass = kProducerThreads / kPieces;  // 8 rows per pass of the producers
+    static constexpr int kRowsPerThread = kTile / kRowsPerPass;      // 16
+    const int* pages;  // the sequence's row of the block table
+    int block_stride, head_offset, block_shift, block_mask;
+    int row0, piece, ctx;
+
+    __device__ PlainProducer(int tid, const int* seq_pages, int Hkv, int kv_head, int block_size, int context_len)
+        : pages(seq_pages), row0(tid / kPieces), piece(tid % kPieces), ctx(context_len) {
+        block_shift = __ffs(block_size) - 1;  // page sizes are powers of two
+        block_mask = block_size - 1;
+        block_stride = Hkv * block_size * kHeadSize;
+        head_offset = kv_head * block_size * kHeadSize;
+    }
+
+    // Tile `tile` of `cache` (K or V) into buf ([kTile][kRow]), as one cp.async group.
+    __device__ __forceinline__ void copy(scalar_t* buf, const scalar_t* cache, int tile) const {
+        buf += row0 * kRow + piece * 8;
+#pragma unroll
+        for (int k = 0; k < kRowsPerThread; ++k) {
+            const int t = tile * kTile + row0 + k * kRowsPerPass;
+            scalar_t* dst = buf + k * kRowsPerPass * kRow;
+            if (t < ctx)
+                pa::cp_async16(dst, cache + static_cast<long long>(__ldg(pages + (t >> block_shift))) * block_stride +
+                                        head_offset + (t & block_mask) * kHeadSize + piece * 8);
+            else
+                *reinterpret_cast<uint4*>(dst) = make_uint4(0u, 0u, 0u, 0u);
+        }
+        pa::cp_async_commit();
+    }
+};
+
+// ---------------------------------------------------------------------------------------
 // The producer side. The 128 producer threads copy a K or V tile into a ring slot and
 // arrive on the slot's `full` barrier once each (copy_k, copy_v). K tiles are copied whole,
 // in token order. A V tile's rows are chosen by the step: copy_v's `token_of(j)` says which
 // token of the tile row j of the staged tile holds (-1: a row of zeros); rows j >= num_rows
-// are left as they are; `compacted`: the rows are a compacted list (steps 3-5). Two ways to
+// are left as they are; `compacted`: the rows are a compacted list (steps 9-11). Two ways to
 // copy (kBulk):
 //   bulk rows (sm_90, when BULK): producer thread r copies row r of the tile (of a list:
 //             row dealt_row()), one 256-byte bulk copy, and arrives with arrive.expect_tx
@@ -100,8 +142,9 @@ constexpr bool kArchHasBulkCopies = false;
 //             cp.async.mbarrier.arrive.noinc.
 // The kernels ask for bulk rows at two CTAs per SM and for cp.async at one (README: "Staging
 // the copies" says how that was chosen). The page ids come from `pages`: shared memory once
-// stage_pages has run (when they fit), the block table otherwise.
-template <class scalar_t, bool BULK>
+// stage_pages has run (when they fit), the block table otherwise. HINTS: the L2 hints
+// (kL2Hints; steps 2 and 3 copy without them).
+template <class scalar_t, bool BULK, bool HINTS = kL2Hints>
 struct Producer {
     static constexpr bool kBulk = BULK && kArchHasBulkCopies;
     static constexpr int kPieces = kHeadSize / 8;                    // 16-byte pieces of a row
@@ -121,11 +164,11 @@ struct Producer {
     int block_shift, block_mask;
     int tid, row0, piece;     // this thread; cp.async: its first row and its piece of a row
     int t_begin, t_end;       // the tokens of this CTA: [t_begin, t_end)
-    uint64_t l2_policy;       // evict first: K and V are read once (made only where kL2Hints)
+    uint64_t l2_policy;       // evict first: K and V are read once (made only where HINTS)
 
     __device__ Producer(int producer_tid, const scalar_t* k, const scalar_t* v, const int* seq_pages, int pages_per_seq,
                         int Hkv, int kv_head, int block_size, int first_token, int end_token)
-        : k_cache(k), v_cache(v), tid(producer_tid), l2_policy(kL2Hints ? pa::l2_evict_first_policy() : 0) {
+        : k_cache(k), v_cache(v), tid(producer_tid), l2_policy(HINTS ? pa::l2_evict_first_policy() : 0) {
         row0 = tid / kPieces;
         piece = tid % kPieces;
         block_shift = __ffs(block_size) - 1;  // page sizes are powers of two that divide kTile
@@ -201,7 +244,7 @@ struct Producer {
             const int t = tile_start + r;
             if (t < t_end) {
                 pa::mbarrier_arrive_expect_tx(full, kRowBytes);
-                bulk_row_copy(buf + r * kRow, row_of(k_cache, t), kRowBytes, full, l2_policy);
+                bulk_row_copy<HINTS>(buf + r * kRow, row_of(k_cache, t), kRowBytes, full, l2_policy);
             } else {
                 zero_row_and_arrive(buf + r * kRow, full);
             }
@@ -211,7 +254,7 @@ struct Producer {
             for (int k = 0; k < kRowsPerThread; ++k) {
                 const int t = tile_start + row0 + k * kRowsPerPass;
                 const bool real = t < t_end;
-                cp_async16_or_zero(buf + k * kRowsPerPass * kRow, real ? row_of(k_cache, t) + piece * 8 : k_cache, real,
+                cp_async16_or_zero<HINTS>(buf + k * kRowsPerPass * kRow, real ? row_of(k_cache, t) + piece * 8 : k_cache, real,
                                    l2_policy);
             }
             cp_async_arrive_noinc(full);
@@ -244,7 +287,7 @@ struct Producer {
             const int tok = j < num_rows ? token_of(j) : -1;
             if (tok >= 0) {
                 pa::mbarrier_arrive_expect_tx(full, kRowBytes);
-                bulk_row_copy(buf + j * kRow, row_of(v_cache, tile_start + tok), kRowBytes, full, l2_policy);
+                bulk_row_copy<HINTS>(buf + j * kRow, row_of(v_cache, tile_start + tok), kRowBytes, full, l2_policy);
             } else if (j < num_rows) {
                 zero_row_and_arrive(buf + j * kRow, full);
             } else {
@@ -259,7 +302,7 @@ struct Producer {
                 if (j >= num_rows) break;  // rows are visited in increasing order
                 const int tok = token_of(j);
                 const int t = tile_start + (tok >= 0 ? tok : min(j, n - 1));
-                cp_async16_or_zero(buf + k * kRowsPerPass * kRow, row_of(v_cache, t) + piece * 8, tok >= 0, l2_policy);
+                cp_async16_or_zero<HINTS>(buf + k * kRowsPerPass * kRow, row_of(v_cache, t) + piece * 8, tok >= 0, l2_policy);
             }
             cp_async_arrive_noinc(full);
         }

@@ -54,7 +54,7 @@ constexpr int kSmemLimitSmall = 99 * 1024 - 1024;
 //   p16     [kBufs][kHeads][kPStride]    the weights in the storage type (the mma's B operand):
 //                                        a tile's gate runs kAhead tiles before its PV, so
 //                                        kAhead + 1 tiles' weights are alive at once
-//   rows    [kBufs][kTile]               uint8: which rows to copy (step 2) or the list (steps 3-5)
+//   rows    [kBufs][kTile]               uint8: which rows to copy (step 8) or the list (steps 9-11)
 //   carry   [3][kHeads][2]               float: r_{T-2}, r_{T-1} of the tile before (two buffers),
 //                                        and zeros (what a sequence's first tile reads)
 //   pages   [kPageSlots]                 int: the CTA's page ids, from its first page on, when they fit

@@ -1,6 +1,7 @@
 // Lesson 05's building blocks: what every step of its ladder does the same way. The steps
-// (step1_dense.cuh .. step5_split_k_compact.cuh) differ only in which V rows are copied and
-// how the PV step finds them; everything here is lesson 02's step 5, reworked for the gate.
+// (step1_gate.cuh .. step12_split_k_cluster.cuh) differ in how the copies are staged (steps
+// 1-7) and then only in which V rows are copied and how the PV step finds them; everything
+// here is lesson 02's warp-specialised CTA (step 10), reworked for the gate.
 // This file holds the math; gated_layout.cuh the CTA's sizes, shared memory and stream
 // order; gated_copies.cuh the producers, which fill the ring.
 //
@@ -25,8 +26,8 @@
 //    ahead in a 3-slot ring: at a CTA's start the ring then holds three K tiles instead of
 //    two K tiles and an idle slot, whose V tile waits for the first gate (the README says how
 //    this was chosen). The 2-slot ring of a 99 KiB GPU holds a K tile being gated and one
-//    tile in flight. Step 1 uses the same order, so that the steps differ in the bytes they
-//    read and nothing else.
+//    tile in flight. Steps 2-12 use the same order, so that from step 7 (dense) on the steps
+//    differ in the bytes they read and nothing else.
 //  * At two CTAs per SM a tile's scores have no buffer of their own: a consumer warp reads
 //    only its 16 rows of the K tile, so once its QK is done it writes its scores over them
 //    (score_index), and the slot is released when the gate has read them. That is what lets

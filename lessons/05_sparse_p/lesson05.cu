@@ -1,5 +1,5 @@
 // Lesson 05's instantiations, listed once (with_kernel, with_split_kernel,
-// with_cluster_kernel), split-k's scratch, step 6's cluster plan, and the variants.
+// with_cluster_kernel), split-k's scratch, step 12's cluster plan, and the variants.
 #include "lesson05.h"
 
 #include <stdexcept>
@@ -12,12 +12,18 @@
 #include "smem_cap.h"
 #include "sparsity.h"
 #include "split_workspace.cuh"
-#include "step1_dense.cuh"
-#include "step2_zero_skip.cuh"
-#include "step3_compact_atomic.cuh"
-#include "step4_compact_ordered.cuh"
-#include "step5_split_k_compact.cuh"
-#include "step6_split_k_cluster.cuh"
+#include "step1_gate.cuh"
+#include "step2_k_ahead.cuh"
+#include "step3_smem_pages.cuh"
+#include "step4_l2_hints.cuh"
+#include "step5_scores_in_slot.cuh"
+#include "step6_bulk_rows.cuh"
+#include "step7_dense.cuh"
+#include "step8_zero_skip.cuh"
+#include "step9_compact_atomic.cuh"
+#include "step10_compact_ordered.cuh"
+#include "step11_split_k_compact.cuh"
+#include "step12_split_k_cluster.cuh"
 #include "table.h"
 
 namespace lesson05 {
@@ -25,6 +31,10 @@ namespace lesson05 {
 namespace {
 
 enum class Step { dense, zero_skip, compact_atomic, compact_ordered };
+
+// Steps 1-6, which build up to step 7 (dense): one sequence per CTA, no `B` argument; steps
+// 1-4 run the 2-slot ring only, steps 5-6 any of the three layouts.
+enum class Early { gate, k_ahead, smem_pages, l2_hints, scores_in_slot, bulk_rows };
 
 // Which of gated_layout.cuh's three layouts a launch uses: Layout<1> (one CTA per SM, a
 // 6-slot ring), Layout<2> (two per SM, 3 slots) or Layout<1, kSmallStages> (one per SM, 2
@@ -66,6 +76,33 @@ bool with_kernel(Step step, pa::DType t, Ring ring, int seqs, F&& f) {
                     return false;
                 }
             });
+        });
+    });
+}
+
+// Every instantiation of steps 1-6 (steps 1-4: the 2-slot ring only). Calls f(kernel, smem
+// bytes) and returns true, or false when the combination was not built.
+template <class F>
+bool with_early_kernel(Early step, pa::DType t, Ring ring, F&& f) {
+    return pa::dispatch_dtype(t, [&](auto tag) {
+        using T = typename decltype(tag)::type;
+        return dispatch_ring(ring, [&](auto c, auto st) {
+            constexpr int C = c.value, ST = st.value;
+            const int smem = Layout<C, ST>::kSmemBytes;
+            if constexpr (C == 1 && ST == kSmallStages) {
+                switch (step) {
+                    case Early::gate: f(gate_kernel<T>, smem); return true;
+                    case Early::k_ahead: f(k_ahead_kernel<T>, smem); return true;
+                    case Early::smem_pages: f(smem_pages_kernel<T>, smem); return true;
+                    case Early::l2_hints: f(l2_hints_kernel<T>, smem); return true;
+                    default: break;
+                }
+            }
+            switch (step) {
+                case Early::scores_in_slot: f(scores_in_slot_kernel<T, C, ST>, smem); return true;
+                case Early::bulk_rows: f(bulk_rows_kernel<T, C, ST>, smem); return true;
+                default: return false;
+            }
         });
     });
 }
@@ -146,7 +183,7 @@ int partition_size_for(int fixed, int B, int Hkv, int max_ctx, int sms) {
     return fixed > 0 ? fixed : split_partition_size(B, Hkv, max_ctx, sms);
 }
 
-// Step 6's plan for a batch: `fixed` tokens per partition, or (0) split_partition_size's,
+// Step 12's plan for a batch: `fixed` tokens per partition, or (0) split_partition_size's,
 // lengthened by whole tiles until the partitions of a (sequence, KV head) fit one cluster:
 // at most 16, or 8 where 16 CTAs of the layout do not fit a GPC (pa::max_cluster_ctas).
 // `cap` is that most, `parts` what the plan has: a fixed size may ask for more than `cap`,
@@ -186,6 +223,28 @@ void launch_step(Step step, bool small, const pa::PagedDecodeArgs& a, const pa::
                                                  static_cast<const T*>(a.k_cache), static_cast<const T*>(a.v_cache),
                                                  a.block_table, a.context_lens, a.H, a.Hkv, a.H / a.Hkv, a.block_size,
                                                  a.max_blocks_per_seq, a.scale, gate_args(g), a.B);
+        CUDA_CHECK_LAUNCH();
+    });
+    if (!built) throw pa::CudaError(pa::strf("lesson05: no kernel built for %s", pa::dtype_name(a.dtype)));
+}
+
+// Steps 1-4: the 2-slot ring; steps 5-6: ring_for's layout of a grid of B x Hkv CTAs.
+Ring early_ring(Early step, long long ctas, int sms, int smem_optin) {
+    if (step != Early::scores_in_slot && step != Early::bulk_rows) return Ring::small;
+    return ring_for(ctas, sms, smem_optin, false);
+}
+
+void launch_early(Early step, const pa::PagedDecodeArgs& a, const pa::reference::GateParams& g, cudaStream_t stream) {
+    const Ring ring = early_ring(step, static_cast<long long>(a.B) * a.Hkv, pa::current_sm_count(),
+                                 pa::current_max_smem_optin());
+    const dim3 grid(a.Hkv, a.B);
+    const bool built = with_early_kernel(step, a.dtype, ring, [&](auto kernel, int smem) {
+        using T = typename pa::KernelScalar<decltype(kernel)>::type;
+        pa::opt_in_max_dynamic_smem(reinterpret_cast<const void*>(kernel));
+        kernel<<<grid, kThreads, smem, stream>>>(static_cast<T*>(a.out), static_cast<const T*>(a.q),
+                                                 static_cast<const T*>(a.k_cache), static_cast<const T*>(a.v_cache),
+                                                 a.block_table, a.context_lens, a.H, a.Hkv, a.H / a.Hkv, a.block_size,
+                                                 a.max_blocks_per_seq, a.scale, gate_args(g));
         CUDA_CHECK_LAUNCH();
     });
     if (!built) throw pa::CudaError(pa::strf("lesson05: no kernel built for %s", pa::dtype_name(a.dtype)));
@@ -264,6 +323,31 @@ const char* step_name(Step s) {
         case Step::compact_ordered: return "compact_ordered";
     }
     return "?";
+}
+
+const char* early_name(Early s) {
+    switch (s) {
+        case Early::gate: return "gate";
+        case Early::k_ahead: return "k_ahead";
+        case Early::smem_pages: return "smem_pages";
+        case Early::l2_hints: return "l2_hints";
+        case Early::scores_in_slot: return "scores_in_slot";
+        case Early::bulk_rows: return "bulk_rows";
+    }
+    return "?";
+}
+
+pa::DecodeVariant early_variant(Early step, const Gate& gate) {
+    pa::DecodeVariant v;
+    v.name = early_name(step);
+    v.why_not = [](const pa::DecodeShape& s, const pa::DeviceInfo& info) { return why_not(s, info); };
+    v.launch = [step, gate](const pa::PagedDecodeArgs& a, cudaStream_t st) { launch_early(step, a, *gate, st); };
+    v.geometry = [step](const pa::DecodeShape& s, const pa::DeviceInfo& info) {
+        const long long ctas = static_cast<long long>(s.B) * s.Hkv;
+        const Ring ring = early_ring(step, ctas, info.sms, info.smem_per_block_optin);
+        return geometry_of([&](auto f) { with_early_kernel(step, s.dtype, ring, f); }, ctas, 1);
+    };
+    return v;
 }
 
 // The suffix of a variant forced onto the 2-slot ring.
@@ -351,7 +435,7 @@ pa::DecodeVariant split_k_cluster_variant(int partition_size, const Gate& gate) 
                                          "split_k_cluster merges in a thread-block cluster", "split_k_compact runs here");
         });
         if (!sm90.empty()) return sm90;
-        // an sm_90 GPU whose shared memory is capped (PA_SMEM_CAP_KIB): step 6 has no 2-slot ring build
+        // an sm_90 GPU whose shared memory is capped (PA_SMEM_CAP_KIB): step 12 has no 2-slot ring build
         const int need = Layout<2>::kSmemBytes;
         if (info.smem_per_block_optin > 0 && !fits(need, info.smem_per_block_optin))
             return pa::strf("split_k_cluster stages K/V through %d KiB of shared memory per CTA, as every sm_90 GPU "
@@ -378,7 +462,10 @@ pa::DecodeVariant split_k_cluster_variant(int partition_size, const Gate& gate) 
 }
 
 std::vector<pa::DecodeVariant> variants(const Gate& gate) {
-    return {step_variant(Step::dense, gate),          step_variant(Step::zero_skip, gate),
+    return {early_variant(Early::gate, gate),           early_variant(Early::k_ahead, gate),
+            early_variant(Early::smem_pages, gate),     early_variant(Early::l2_hints, gate),
+            early_variant(Early::scores_in_slot, gate), early_variant(Early::bulk_rows, gate),
+            step_variant(Step::dense, gate),          step_variant(Step::zero_skip, gate),
             step_variant(Step::compact_atomic, gate), step_variant(Step::compact_ordered, gate),
             split_k_variant(0, gate),                 split_k_cluster_variant(0, gate)};
 }

@@ -1,4 +1,4 @@
-// Lesson 05's host interface: its five steps as decode variants. Compiled once in
+// Lesson 05's host interface: its steps as decode variants. Compiled once in
 // lesson05.cu; main.cu and the tests use this header.
 #pragma once
 
@@ -16,8 +16,9 @@ namespace lesson05 {
 using Gate = std::shared_ptr<pa::reference::GateParams>;
 Gate make_gate(double sigma, double gamma = 1.0);  // validated (pa::reference::validate_gate)
 
-// The steps, in ladder order: dense, zero_skip, compact_atomic, compact_ordered,
-// split_k_compact (partitions from split_partition_size), split_k_cluster (sm_90 only: the
+// The steps, in ladder order: gate, k_ahead, smem_pages, l2_hints (these four on the 2-slot
+// ring), scores_in_slot, bulk_rows (one sequence per CTA), dense, zero_skip, compact_atomic,
+// compact_ordered, split_k_compact (partitions from split_partition_size), split_k_cluster (sm_90 only: the
 // same partitions, at most 16, or 8 where 16 CTAs do not fit a GPC, merged in a
 // thread-block cluster).
 std::vector<pa::DecodeVariant> variants(const Gate& gate);
@@ -26,7 +27,7 @@ pa::DecodeVariant variant(const std::string& name, const Gate& gate);
 // split_k_compact with a fixed partition size (a positive multiple of 128 tokens), for the
 // tests: named split_k_compact_<P>. `small_ring`: on the 2-slot ring, as small_ring_variants.
 pa::DecodeVariant split_k_variant(int partition_size, const Gate& gate, bool small_ring = false);
-// Steps 1-5 on the layout that GPUs with 99 KiB of shared memory a CTA (sm_86, sm_89) run
+// Steps 7-11 on the layout that GPUs with 99 KiB of shared memory a CTA (sm_86, sm_89) run
 // (gated_layout.cuh: one CTA per SM, a 2-slot ring, K one tile ahead), whatever this GPU has:
 // the tests check it on a larger one. Named <step>_ring2. Without them, a launch takes that
 // layout only where the two others do not fit.

@@ -1,5 +1,6 @@
-// lesson05_sparse_p: checks the six steps of the gated decode (dense, zero_skip,
-// compact_atomic, compact_ordered, split_k_compact, split_k_cluster; the last on sm_90 only)
+// lesson05_sparse_p: checks the twelve steps of the gated decode (gate, k_ahead, smem_pages,
+// l2_hints, scores_in_slot, bulk_rows, dense, zero_skip, compact_atomic, compact_ordered,
+// split_k_compact, split_k_cluster; the last on sm_90 only)
 // against the CPU reference at sigma 0, 1.5 and 2.9, then measures them on Table C with the
 // byte model beside every row: the share of zero weights per query head and per KV row, the
 // bytes a decode that skips the unused V rows needs, and the speedup those bytes allow over
@@ -195,7 +196,8 @@ int main(int argc, char** argv) {
     spec.title =
         "Lesson 05: sparse P compaction in the gated decode (dense, zero-skip, compaction, ordered, split-k, cluster merge)";
     spec.extra_usage =
-        "Variants: dense, zero_skip, compact_atomic, compact_ordered, split_k_compact, split_k_cluster (sm_90).\n"
+        "Variants: gate, k_ahead, smem_pages, l2_hints, scores_in_slot, bulk_rows, dense, zero_skip, compact_atomic,\n"
+        "  compact_ordered, split_k_compact, split_k_cluster (sm_90).\n"
         "Table C shapes (besides the catalogue): h8kv4-B{1,32,64,128}-ctx{256,512,1k,2k}.\n"
         "Only D 128 and groups up to 8 run here; other shapes are refused by name.\n";
     spec.variants = lesson05::variants(g_gate);

@@ -1,24 +1,15 @@
-// Lesson 05, step 2 (`zero_skip`): a V row whose weights are all 0 is not copied.
+// Lesson 05, step 7 (`dense`): at two CTAs per SM a CTA serves one KV head of two consecutive sequences, as one run of tiles.
 //
-// What changed since step 1 (step1_dense.cuh), and why: the H200 post's first use of the
-// gate's zeros was `if (p == 0) continue;` in its PV loop, skipping the V load and the
-// multiply of a zero weight; the branch is uniform because every thread reads the same p.
-// Here the V load is the producers' job, so that is where the branch goes: the gate marks
-// each token whose weight is non-zero for at least one head of the CTA (rows[i % kBufs][t]:
-// with GQA a V row serves every head of the group, and is needed if any of them uses it),
-// the consumers announce the marks on an mbarrier, listed[i % kBufs], and the producers,
-// before copying V_i, wait for it and copy only the marked rows. An unmarked row is filled
-// with zeros (cp.async: copies of source size 0; bulk rows: its thread's stores, no copy),
-// so the PV step is unchanged: it still runs over all 128 rows, multiplying the zeros by
-// zero weights. With cp.async the branch is uniform for the 16 lanes that copy one row.
-//
-// The consumers can mark tile i before V_i is issued because K tiles run kAhead ahead of V
-// tiles in the stream: the consumers gate tile i as soon as K_i lands, and the producers
-// reach V_i kAhead K tiles later. A consumer arrives on listed[i % kBufs] once its marks are
-// written; the producers wait for use i / kBufs of it. Neither side can lap the other: the
-// consumers mark tile i + kBufs only after K_{i+kBufs} has landed, which the producers issue
-// right after V_i.
-// Run: lesson05_sparse_p [--check | --bench] --variant zero_skip
+// What changed since step 6 (step6_bulk_rows.cuh), and why: a grid of more than one wave
+// pays a CTA start (barrier setup, the page ids, q, the first K tiles' round trips) per
+// (sequence, KV head). With two sequences per CTA (CtaSeqs, RunProducer: grid.y =
+// ceil(B / 2), where sparsity.h's seqs_per_cta says so) the producers issue the second
+// sequence's first K tiles while the consumers finish the first one's V tiles, the page ids
+// of both are staged together, and the second sequence's q is loaded after the first one's
+// last QK; the output is stored at each sequence's last V tile (README: "Two sequences per
+// CTA"). A build with SEQS = 1 is step 6's kernel. This is the full dense baseline: every V
+// row is still copied and multiplied, zero weight or not; the next steps cut bytes from it.
+// Run: lesson05_sparse_p [--check | --bench] --variant dense
 #pragma once
 
 #include "gated_tile.cuh"
@@ -28,14 +19,14 @@ namespace lesson05 {
 template <class scalar_t, int CTAS_PER_SM, int SEQS,  // SEQS: sequences per CTA (CtaSeqs)
           int STAGES = default_stages(CTAS_PER_SM)>  // the ring: Layout
 __global__ void __launch_bounds__(kThreads, CTAS_PER_SM)
-zero_skip_gated_kernel(scalar_t* __restrict__ out,             // [B, H, D]
-                       const scalar_t* __restrict__ q,         // [B, H, D]
-                       const scalar_t* __restrict__ k_cache,   // [num_blocks, Hkv, block_size, D]
-                       const scalar_t* __restrict__ v_cache,   // [num_blocks, Hkv, block_size, D]
-                       const int* __restrict__ block_table,    // [B, max_blocks_per_seq]
-                       const int* __restrict__ context_lens,   // [B]
-                       int H, int Hkv, int group, int block_size, int max_blocks_per_seq, float scale, GateArgs gate,
-                       int B) {
+dense_gated_kernel(scalar_t* __restrict__ out,             // [B, H, D]
+                   const scalar_t* __restrict__ q,         // [B, H, D]
+                   const scalar_t* __restrict__ k_cache,   // [num_blocks, Hkv, block_size, D]
+                   const scalar_t* __restrict__ v_cache,   // [num_blocks, Hkv, block_size, D]
+                   const int* __restrict__ block_table,    // [B, max_blocks_per_seq]
+                   const int* __restrict__ context_lens,   // [B]
+                   int H, int Hkv, int group, int block_size, int max_blocks_per_seq, float scale, GateArgs gate,
+                   int B) {
     using L = Layout<CTAS_PER_SM, STAGES>;
     constexpr int kStages = L::kStages;
     constexpr int kBufs = L::kBufs;
@@ -47,13 +38,11 @@ zero_skip_gated_kernel(scalar_t* __restrict__ out,             // [B, H, D]
     extern __shared__ __align__(16) unsigned char smem[];
     const Smem<scalar_t> sm = carve_smem<scalar_t, CTAS_PER_SM, STAGES>(smem);
     __shared__ uint64_t full[kStages], empty[kStages];
-    __shared__ uint64_t listed[kBufs];  // the marks of tile i are in rows[i % kBufs]
     if (threadIdx.x == 0) {
         for (int i = 0; i < kStages; ++i) {
             pa::mbarrier_init(&full[i], kProducerThreads);
             pa::mbarrier_init(&empty[i], kConsumerThreads);
         }
-        for (int b = 0; b < kBufs; ++b) pa::mbarrier_init(&listed[b], kConsumerThreads);
     }
     __syncthreads();  // the last CTA-wide barrier: from here on the two roles only meet at full/empty
 
@@ -72,9 +61,7 @@ zero_skip_gated_kernel(scalar_t* __restrict__ out,             // [B, H, D]
                 producer.copy_k(buf, item.tile, &full[slot]);
             } else {
                 const int n = w.tokens_in(item.tile);
-                pa::mbarrier_wait(&listed[item.tile % kBufs], (item.tile / kBufs) & 1);
-                const uint8_t* marks = sm.rows + (item.tile % kBufs) * kTile;  // 1: some head uses the row
-                producer.copy_v(buf, item.tile, kTile, [&](int j) { return j < n && marks[j] ? j : -1; }, false,
+                producer.copy_v(buf, item.tile, kTile, [&](int j) { return j < n ? j : -1; }, false,  // every row
                                 &full[slot]);
             }
         }
@@ -117,22 +104,15 @@ zero_skip_gated_kernel(scalar_t* __restrict__ out,             // [B, H, D]
         if (SEQS > 1 && w.count > 1 && i + 1 == w.tiles0) load_q_fragments(qf, q, w.seq1, H, first_head, num_heads, lane);
         release_k_after_qk<L>(&empty[slot], tid);
         pa::named_barrier_sync<kConsumerBarrier, kConsumerThreads>();  // A
-        // 2. the gate: p16[i % kBufs][h][t] for every token of the tile (0 past the end), and
-        //    the mark of each token: does any head of the CTA need its V row?
+        // 2. the gate: p16[i % kBufs][h][t] for every token of the tile (0 past the end)
         if (tid < kGateThreads) {
             float p[kHeads];
             gate_token<L::kScoreRegion>(p, scores, sm.carry + (w.starts_sequence(i) ? 2 : (i + 1) % 2) * 2 * kHeads, sm.carry + (i % 2) * 2 * kHeads, tid, n,
                        num_heads, gate);
             release_k_after_gate<L>(&empty[slot]);
-            bool needed = false;
 #pragma unroll
-            for (int h = 0; h < kHeads; ++h) {
-                pb[h * kPStride + tid] = pa::from_float<scalar_t>(p[h]);
-                needed |= p[h] != 0.f;
-            }
-            sm.rows[(i % kBufs) * kTile + tid] = needed;
+            for (int h = 0; h < kHeads; ++h) pb[h * kPStride + tid] = pa::from_float<scalar_t>(p[h]);
         }
-        pa::mbarrier_arrive(&listed[i % kBufs]);  // this thread's marks are written: the producers may copy V_i
         pa::named_barrier_sync<kConsumerBarrier, kConsumerThreads>();  // B
     }
 }

@@ -1,90 +1,46 @@
-// Lesson 05, step 6 (`split_k_cluster`, sm_90): step 5's partitions, merged through
-// distributed shared memory inside a thread-block cluster.
+// Lesson 05, step 11 (`split_k_compact`): step 10's ordered compaction inside split-k.
 //
-// What changed since step 5 (step5_split_k_compact.cuh), and why: step 5's merge is three
-// memory round trips at the very end of the kernel, when nothing else is in flight to hide
-// them: each partition writes its partials to global scratch and fences (a round trip for
-// the writes to be acknowledged), one thread counts on a global counter (another), and the
-// last partition reads the others' partials back (a third). On sm_90 the partitions of one
-// (sequence, KV head) can be launched as one thread-block cluster (grid z = partitions,
-// cluster dims (1, 1, partitions), so a CTA's rank in its cluster is its partition), whose
-// CTAs run at the same time and can read each other's shared memory:
-//  * every partition leaves its partial output in its own shared memory (the ring, which
-//    nothing uses any more): entry e, one float4, is what consumer thread e holds, the same
-//    four (dim, head) outputs in every CTA;
-//  * a cluster barrier (barrier.cluster: arrive with release, wait with acquire) replaces
-//    the fence and the counter: once it completes, every partial is written and visible;
-//  * partition 0 reads entry tid of every other partition (ld.shared::cluster after mapa,
-//    four loads in flight at a time), adds them in partition order from 0, as step 5 does
-//    (the same bits), and writes the output;
-//  * a second cluster barrier keeps the other CTAs, and so their shared memory, alive until
-//    partition 0 has read them.
-// No scratch, no counters, no fence. A cluster holds at most 16 CTAs on sm_90 (8 is the
-// portable size; 16 where the layout's CTAs fit one GPC), so this step takes step 5's
-// partitions, lengthened where the rule asks for more than that (lesson05.cu: cluster_plan).
-// A barrier.cluster waits for the cluster's non-exited threads only, so the producer warps,
-// which return when their copies are issued, and a partition past a short sequence's end,
-// which returns at once, take no part. Clusters need sm_90: elsewhere this step is
-// unavailable, and step 5 is the split-k to run.
-// Run: lesson05_sparse_p [--check | --bench] --variant split_k_cluster
+// What changed since step 10 (step10_compact_ordered.cuh), and why: a grid of one CTA per
+// (sequence, KV head) is B * Hkv CTAs, 4 for h8kv4-B1 and 128 for h8kv4-B32, however long the
+// context: fewer CTAs than the GPU has SMs, each reading at the few tens of GB/s one CTA
+// reaches (lesson 02's timeline). As in lesson 03, the grid gains a partition axis: CTA z of
+// a (sequence, KV head) covers tokens [z P, (z + 1) P) and runs step 10's loop over them
+// only. With the gate the partitions are simpler to merge than lesson 03's:
+//  * There is no softmax, so a partition's output needs no max and no sum beside it, and
+//    the merge is a plain sum of the partitions' partial outputs, in fp32, in partition
+//    order (so the result is the same bits on every run, whichever CTA finishes last).
+//  * A partition past a short sequence's end writes nothing and needs no sentinel: the
+//    merge adds the sequence's own ceil(ctx / P) partitions only.
+//  * The gate of a partition's first two tokens reads r of the FIR_K - 1 = 2 tokens to its
+//    left. Before its first tile, consumer warps 0 and 1 each compute one of those two scores
+//    on CUDA cores (one K row, straight from the cache) into the carry that the first tile's
+//    gate reads; at the start of the sequence there is nothing to the left, and r is 0.
+//  * The merge is fused, as lesson 03's split_k_fused: each partition CTA writes its partial
+//    sums to scratch [B][H][max_partitions][D], fences, and counts itself on a per-(sequence,
+//    KV head) counter; the CTA that counts last adds the partials up, writes out and resets
+//    the counter for the next launch. A sequence with one partition writes out directly.
+// P is a multiple of the tile (128 tokens), so every partition starts on a page.
+// Run: lesson05_sparse_p [--check | --bench] --variant split_k_compact
 #pragma once
 
 #include "gated_tile.cuh"
 
 namespace lesson05 {
 
-// The cluster's PTX (sm_90; this step is never launched elsewhere, where the bodies trap).
-// Every thread of a warp executes them together (.aligned): the consumer warps do.
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-constexpr bool kArchHasClusters = true;
-#else
-constexpr bool kArchHasClusters = false;
-#endif
-
-__device__ __forceinline__ void cluster_arrive_release() {
-    if constexpr (kArchHasClusters) asm volatile("barrier.cluster.arrive.release.aligned;" ::: "memory");
-    else __trap();
-}
-
-__device__ __forceinline__ void cluster_wait_acquire() {
-    if constexpr (kArchHasClusters) asm volatile("barrier.cluster.wait.acquire.aligned;" ::: "memory");
-    else __trap();
-}
-
-// Where `local` (this CTA's shared memory) lies in the shared memory of the cluster's CTA `rank`.
-__device__ __forceinline__ unsigned cluster_address(const void* local, int rank) {
-    unsigned remote = 0;
-    if constexpr (kArchHasClusters)
-        asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(remote) : "r"(pa::smem_address(local)), "r"(rank));
-    else
-        __trap();
-    return remote;
-}
-
-// The float4 at `local`'s place in the shared memory of the cluster's CTA `rank`.
-__device__ __forceinline__ float4 load_shared_cluster(const float4* local, int rank) {
-    float4 v = make_float4(0.f, 0.f, 0.f, 0.f);
-    if constexpr (kArchHasClusters)
-        asm volatile("ld.shared::cluster.v4.f32 {%0, %1, %2, %3}, [%4];"
-                     : "=f"(v.x), "=f"(v.y), "=f"(v.z), "=f"(v.w)
-                     : "r"(cluster_address(local, rank))
-                     : "memory");
-    else
-        __trap();
-    return v;
-}
-
-template <class scalar_t, int CTAS_PER_SM>
+template <class scalar_t, int CTAS_PER_SM, int STAGES = default_stages(CTAS_PER_SM)>  // STAGES: the ring (Layout)
 __global__ void __launch_bounds__(kThreads, CTAS_PER_SM)
-split_k_cluster_gated_kernel(scalar_t* __restrict__ out,             // [B, H, D]
+split_k_compact_gated_kernel(scalar_t* __restrict__ out,             // [B, H, D]
                              const scalar_t* __restrict__ q,         // [B, H, D]
                              const scalar_t* __restrict__ k_cache,   // [num_blocks, Hkv, block_size, D]
                              const scalar_t* __restrict__ v_cache,   // [num_blocks, Hkv, block_size, D]
                              const int* __restrict__ block_table,    // [B, max_blocks_per_seq]
                              const int* __restrict__ context_lens,   // [B]
                              int H, int Hkv, int group, int block_size, int max_blocks_per_seq, float scale, GateArgs gate,
-                             int partition_size) {                 // P: a multiple of kTile; the cluster is the partitions
-    using L = Layout<CTAS_PER_SM>;
+                             int partition_size,                   // P: a multiple of kTile
+                             float* __restrict__ partials,         // [B, H, max_partitions, D]
+                             int max_partitions,
+                             unsigned* __restrict__ counters) {    // [B * Hkv], 0 between launches
+    using L = Layout<CTAS_PER_SM, STAGES>;
     constexpr int kStages = L::kStages;
     constexpr int kBufs = L::kBufs;
     const int seq = blockIdx.y;
@@ -101,7 +57,7 @@ split_k_cluster_gated_kernel(scalar_t* __restrict__ out,             // [B, H, D
     const int num_tiles = (t_end - t_begin + kTile - 1) / kTile;
 
     extern __shared__ __align__(16) unsigned char smem[];
-    const Smem<scalar_t> sm = carve_smem<scalar_t, CTAS_PER_SM>(smem);
+    const Smem<scalar_t> sm = carve_smem<scalar_t, CTAS_PER_SM, STAGES>(smem);
     __shared__ uint64_t full[kStages], empty[kStages];
     __shared__ uint64_t listed[kBufs];  // the list of tile i is in rows[i % kBufs], its length in nnz_of[i % kBufs]
     __shared__ int nnz_of[kBufs];
@@ -234,37 +190,32 @@ split_k_cluster_gated_kernel(scalar_t* __restrict__ out,             // [B, H, D
         return;
     }
 
-    // 4. This partition's partial output into its own shared memory (the ring's first
-    //    slot: every tile is consumed, and the producers are gone): entry tid, one float4,
-    //    the same four (dim, head) outputs in every CTA of the cluster; then partition 0
-    //    adds them up.
-    pa::named_barrier_sync<kConsumerBarrier, kConsumerThreads>();  // every consumer is done with the ring
-    float4* entries = reinterpret_cast<float4*>(sm.tiles);  // [kConsumerThreads] float4
-    entries[tid] = make_float4(acc[0], acc[1], acc[2], acc[3]);
-    cluster_arrive_release();  // this partition's entries are written ...
-    cluster_wait_acquire();    // ... and so are every other partition's
-    if (part == 0) {
-        float sum[4] = {0.f, 0.f, 0.f, 0.f};  // from 0, in partition order: step 5's bits
-        for (int z0 = 0; z0 < num_parts; z0 += 4) {
-            float4 v[4];  // four remote loads in flight before the first add waits for one
+    // 4. This partition's partial output, partials[seq][first_head + h][part][d], then the
+    //    count; the last of the sequence's partitions to count adds them all up.
+    {
+        const int g = lane / 4, c = lane % 4;
 #pragma unroll
-            for (int k = 0; k < 4; ++k) {
-                const int z = z0 + k;
-                v[k] = z == 0 ? entries[tid] : z < num_parts ? load_shared_cluster(entries + tid, z) : make_float4(0.f, 0.f, 0.f, 0.f);
-            }
-#pragma unroll
-            for (int k = 0; k < 4; ++k) {
-                if (z0 + k >= num_parts) break;
-                sum[0] += v[k].x;
-                sum[1] += v[k].y;
-                sum[2] += v[k].z;
-                sum[3] += v[k].w;
-            }
+        for (int e = 0; e < 4; ++e) {
+            const int d = warp * 16 + g + (e >> 1) * 8, h = 2 * c + (e & 1);
+            if (h < num_heads)
+                partials[((static_cast<size_t>(seq) * H + first_head + h) * max_partitions + part) * kHeadSize + d] = acc[e];
         }
-        store_output(out, sum, seq, H, first_head, num_heads, warp, lane);
     }
-    cluster_arrive_release();  // partition 0 has read the others' entries ...
-    cluster_wait_acquire();    // ... before they leave, and their shared memory with them
+    __shared__ unsigned arrived;
+    __threadfence();  // this thread's partials are visible device-wide before the count says so
+    pa::named_barrier_sync<kConsumerBarrier, kConsumerThreads>();  // every consumer has written and fenced
+    if (tid == 0) arrived = atomicAdd(counters + seq * Hkv + kv_head, 1u);
+    pa::named_barrier_sync<kConsumerBarrier, kConsumerThreads>();
+    if (arrived != static_cast<unsigned>(num_parts - 1)) return;  // another partition merges
+    __threadfence();  // the other partitions' partials, seen through the count, are read after it
+    for (int e = tid; e < num_heads * kHeadSize; e += kConsumerThreads) {
+        const int h = e / kHeadSize, d = e % kHeadSize;
+        const float* row = partials + (static_cast<size_t>(seq) * H + first_head + h) * max_partitions * kHeadSize + d;
+        float sum = 0.f;
+        for (int z = 0; z < num_parts; ++z) sum += __ldcg(row + static_cast<size_t>(z) * kHeadSize);  // in partition order
+        out[(static_cast<size_t>(seq) * H + first_head + h) * kHeadSize + d] = pa::from_float<scalar_t>(sum);
+    }
+    if (tid == 0) counters[seq * Hkv + kv_head] = 0;  // ready for the next launch
 }
 
 }  // namespace lesson05

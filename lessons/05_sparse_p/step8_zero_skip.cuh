@@ -1,24 +1,24 @@
-// Lesson 05, step 1 (`dense`): the gated decode with a dense PV.
+// Lesson 05, step 8 (`zero_skip`): a V row whose weights are all 0 is not copied.
 //
-// What changed since lesson 02 (02_thread_groups/step5_warp_specialized.cuh), and why: the
-// attention is the H200 post's gate instead of a softmax (reference/gated_reference.h), and
-// the kernel is reworked around it (gated_tile.cuh says how): no running max, sum or
-// rescaling; a two-float carry per head for the gate's moving average; K tiles streamed
-// ahead of the V tiles; producers that announce tiles with asynchronous arrives. Every V row
-// of the context is still copied and multiplied, zero weight or not: this is the baseline
-// the next steps cut bytes from.
+// What changed since step 7 (step7_dense.cuh), and why: the H200 post's first use of the
+// gate's zeros was `if (p == 0) continue;` in its PV loop, skipping the V load and the
+// multiply of a zero weight; the branch is uniform because every thread reads the same p.
+// Here the V load is the producers' job, so that is where the branch goes: the gate marks
+// each token whose weight is non-zero for at least one head of the CTA (rows[i % kBufs][t]:
+// with GQA a V row serves every head of the group, and is needed if any of them uses it),
+// the consumers announce the marks on an mbarrier, listed[i % kBufs], and the producers,
+// before copying V_i, wait for it and copy only the marked rows. An unmarked row is filled
+// with zeros (cp.async: copies of source size 0; bulk rows: its thread's stores, no copy),
+// so the PV step is unchanged: it still runs over all 128 rows, multiplying the zeros by
+// zero weights. With cp.async the branch is uniform for the 16 lanes that copy one row.
 //
-// The consumers walk the stream in the producers' order (gated_tile.cuh: K0 .. K_A, V0,
-// K_{A+1}, V1, ...), one ring slot per item:
-//   a K tile:  QK (scores)                       | barrier A: every score of the tile is written
-//              gate (p16[i % kBufs], carry)       | barrier B: the scores buffer is free again
-//   a V tile:  PV with p16[i % kBufs]
-// so a tile's gate runs while up to kAhead tiles are still ahead of its V tile, and
-// kAhead + 1 tiles' weights are alive at once. Barrier B is needed because the next K
-// tile's QK writes the one scores buffer (one CTA per SM; at two, a tile's scores lie in
-// its own K slot, which its gate threads release once they have read them); a tile's PV
-// comes after its barrier B, which orders the weights it reads.
-// Run: lesson05_sparse_p [--check | --bench] --variant dense
+// The consumers can mark tile i before V_i is issued because K tiles run kAhead ahead of V
+// tiles in the stream: the consumers gate tile i as soon as K_i lands, and the producers
+// reach V_i kAhead K tiles later. A consumer arrives on listed[i % kBufs] once its marks are
+// written; the producers wait for use i / kBufs of it. Neither side can lap the other: the
+// consumers mark tile i + kBufs only after K_{i+kBufs} has landed, which the producers issue
+// right after V_i.
+// Run: lesson05_sparse_p [--check | --bench] --variant zero_skip
 #pragma once
 
 #include "gated_tile.cuh"
@@ -28,14 +28,14 @@ namespace lesson05 {
 template <class scalar_t, int CTAS_PER_SM, int SEQS,  // SEQS: sequences per CTA (CtaSeqs)
           int STAGES = default_stages(CTAS_PER_SM)>  // the ring: Layout
 __global__ void __launch_bounds__(kThreads, CTAS_PER_SM)
-dense_gated_kernel(scalar_t* __restrict__ out,             // [B, H, D]
-                   const scalar_t* __restrict__ q,         // [B, H, D]
-                   const scalar_t* __restrict__ k_cache,   // [num_blocks, Hkv, block_size, D]
-                   const scalar_t* __restrict__ v_cache,   // [num_blocks, Hkv, block_size, D]
-                   const int* __restrict__ block_table,    // [B, max_blocks_per_seq]
-                   const int* __restrict__ context_lens,   // [B]
-                   int H, int Hkv, int group, int block_size, int max_blocks_per_seq, float scale, GateArgs gate,
-                   int B) {
+zero_skip_gated_kernel(scalar_t* __restrict__ out,             // [B, H, D]
+                       const scalar_t* __restrict__ q,         // [B, H, D]
+                       const scalar_t* __restrict__ k_cache,   // [num_blocks, Hkv, block_size, D]
+                       const scalar_t* __restrict__ v_cache,   // [num_blocks, Hkv, block_size, D]
+                       const int* __restrict__ block_table,    // [B, max_blocks_per_seq]
+                       const int* __restrict__ context_lens,   // [B]
+                       int H, int Hkv, int group, int block_size, int max_blocks_per_seq, float scale, GateArgs gate,
+                       int B) {
     using L = Layout<CTAS_PER_SM, STAGES>;
     constexpr int kStages = L::kStages;
     constexpr int kBufs = L::kBufs;
@@ -47,11 +47,13 @@ dense_gated_kernel(scalar_t* __restrict__ out,             // [B, H, D]
     extern __shared__ __align__(16) unsigned char smem[];
     const Smem<scalar_t> sm = carve_smem<scalar_t, CTAS_PER_SM, STAGES>(smem);
     __shared__ uint64_t full[kStages], empty[kStages];
+    __shared__ uint64_t listed[kBufs];  // the marks of tile i are in rows[i % kBufs]
     if (threadIdx.x == 0) {
         for (int i = 0; i < kStages; ++i) {
             pa::mbarrier_init(&full[i], kProducerThreads);
             pa::mbarrier_init(&empty[i], kConsumerThreads);
         }
+        for (int b = 0; b < kBufs; ++b) pa::mbarrier_init(&listed[b], kConsumerThreads);
     }
     __syncthreads();  // the last CTA-wide barrier: from here on the two roles only meet at full/empty
 
@@ -70,7 +72,9 @@ dense_gated_kernel(scalar_t* __restrict__ out,             // [B, H, D]
                 producer.copy_k(buf, item.tile, &full[slot]);
             } else {
                 const int n = w.tokens_in(item.tile);
-                producer.copy_v(buf, item.tile, kTile, [&](int j) { return j < n ? j : -1; }, false,  // every row
+                pa::mbarrier_wait(&listed[item.tile % kBufs], (item.tile / kBufs) & 1);
+                const uint8_t* marks = sm.rows + (item.tile % kBufs) * kTile;  // 1: some head uses the row
+                producer.copy_v(buf, item.tile, kTile, [&](int j) { return j < n && marks[j] ? j : -1; }, false,
                                 &full[slot]);
             }
         }
@@ -113,15 +117,22 @@ dense_gated_kernel(scalar_t* __restrict__ out,             // [B, H, D]
         if (SEQS > 1 && w.count > 1 && i + 1 == w.tiles0) load_q_fragments(qf, q, w.seq1, H, first_head, num_heads, lane);
         release_k_after_qk<L>(&empty[slot], tid);
         pa::named_barrier_sync<kConsumerBarrier, kConsumerThreads>();  // A
-        // 2. the gate: p16[i % kBufs][h][t] for every token of the tile (0 past the end)
+        // 2. the gate: p16[i % kBufs][h][t] for every token of the tile (0 past the end), and
+        //    the mark of each token: does any head of the CTA need its V row?
         if (tid < kGateThreads) {
             float p[kHeads];
             gate_token<L::kScoreRegion>(p, scores, sm.carry + (w.starts_sequence(i) ? 2 : (i + 1) % 2) * 2 * kHeads, sm.carry + (i % 2) * 2 * kHeads, tid, n,
                        num_heads, gate);
             release_k_after_gate<L>(&empty[slot]);
+            bool needed = false;
 #pragma unroll
-            for (int h = 0; h < kHeads; ++h) pb[h * kPStride + tid] = pa::from_float<scalar_t>(p[h]);
+            for (int h = 0; h < kHeads; ++h) {
+                pb[h * kPStride + tid] = pa::from_float<scalar_t>(p[h]);
+                needed |= p[h] != 0.f;
+            }
+            sm.rows[(i % kBufs) * kTile + tid] = needed;
         }
+        pa::mbarrier_arrive(&listed[i % kBufs]);  // this thread's marks are written: the producers may copy V_i
         pa::named_barrier_sync<kConsumerBarrier, kConsumerThreads>();  // B
     }
 }

@@ -1,7 +1,7 @@
-// Lesson 05, step 3 (`compact_atomic`): the needed V rows are compacted into a list; the
+// Lesson 05, step 9 (`compact_atomic`): the needed V rows are compacted into a list; the
 // copy and the PV step walk only the list.
 //
-// What changed since step 2 (step2_zero_skip.cuh), and why: step 2 still stages 128 rows per
+// What changed since step 8 (step8_zero_skip.cuh), and why: step 8 still stages 128 rows per
 // V tile and multiplies all of them, zeros included; the H200 post's answer was compaction:
 // build the list of non-zero positions in shared memory with atomicAdd, then let PV walk
 // only the list. Here a gate thread whose token is needed takes the next free slot of the
@@ -15,7 +15,7 @@
 //  * The order of the list is the order in which the threads' atomics happened to land:
 //    it changes from run to run. The output is the same sum in another order, so it changes
 //    in its last bits (an mma adds 16 rows at a time in fp32, and a row moves to another
-//    group of 16). Step 4 makes the order fixed.
+//    group of 16). Step 10 makes the order fixed.
 //  * nnz is known once every gate thread has taken its slot: after barrier B. Thread 0 then
 //    publishes it (nnz_of[i % kBufs]) and every consumer arrives on listed after barrier B
 //    (after zeroing the weights of the padding rows, if it owns one). The producers read

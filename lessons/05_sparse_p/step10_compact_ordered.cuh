@@ -1,7 +1,7 @@
-// Lesson 05, step 4 (`compact_ordered`): the same list, built in token order with warp
+// Lesson 05, step 10 (`compact_ordered`): the same list, built in token order with warp
 // ballots and prefix counts, so the output is the same bits on every run.
 //
-// What changed since step 3 (step3_compact_atomic.cuh), and why: step 3's list order is
+// What changed since step 9 (step9_compact_atomic.cuh), and why: step 9's list order is
 // whatever order the atomics landed in, so two runs on the same input differ in their
 // last bits; a server that must reproduce a result, or a test that compares two kernels
 // bit for bit, wants the same order every time. (This step is not in the H200 post.) The gate
@@ -12,10 +12,10 @@
 // Lane 0 of each warp writes its count (__popc(mask)) to warp_count; after barrier B every
 // thread adds the counts of the warps below its own, so the slot of a needed token is
 // offset + before: the list holds the needed tokens in increasing order, and nnz is the sum
-// of the four counts. The slots are now known only after barrier B (step 3 had them before),
+// of the four counts. The slots are now known only after barrier B (step 9 had them before),
 // so the gate threads keep their weights in registers across it and write the list then;
 // listed, which every consumer arrives on after its writes, orders them for the producers
-// and for the PV step. No shared-memory atomic is left; what the step costs against step 3
+// and for the PV step. No shared-memory atomic is left; what the step costs against step 9
 // is measured in the README.
 // Run: lesson05_sparse_p [--check | --bench] --variant compact_ordered
 #pragma once

@@ -1,0 +1,121 @@
+// Lesson 05, step 2 (`k_ahead`): K tiles stream one tile ahead of the V tiles, and a producer announces a tile without waiting for its copies.
+//
+// What changed since step 1 (step1_gate.cuh), and why: the stream is K0, K1, V0, K2, V1, ...
+// (stream_item, kAhead 1 in the 2-slot ring), so the consumers gate tile i before V_i is
+// issued: that is what lets the later steps copy only the V rows some head needs (a V copy
+// may wait for a gate), and kAhead + 1 = 2 tiles' weights are alive at once (p16[i % kBufs]).
+// A V copy that waits for a gate must not sit behind a producer waiting for its own copies
+// of the K tile that gate needs, so the producers announce a tile with an asynchronous
+// arrive (cp.async.mbarrier.arrive.noinc: it counts once the thread's copies have landed)
+// and never wait for their own copies. That is gated_copies.cuh's Producer, here without
+// its L2 hints and reading each page id from the block table, as step 1 did.
+//
+// The consumers walk the stream in the producers' order, one ring slot per item:
+//   K_i:  QK (scores)                | barrier A: every score of the tile is written
+//         gate (p16[i % kBufs], carry) | barrier B: the scores buffer is free again
+//   V_i:  PV with p16[i % kBufs]
+// A tile's gate now runs before the V tile of the tile before; the gate of tile i + 2,
+// which writes p16[i % kBufs] again, comes after the PV of tile i in every consumer's stream.
+// Run: lesson05_sparse_p [--check | --bench] --variant k_ahead
+#pragma once
+
+#include "gated_tile.cuh"
+
+namespace lesson05 {
+
+template <class scalar_t>
+__global__ void __launch_bounds__(kThreads, 1)
+k_ahead_kernel(scalar_t* __restrict__ out,             // [B, H, D]
+            const scalar_t* __restrict__ q,         // [B, H, D]
+            const scalar_t* __restrict__ k_cache,   // [num_blocks, Hkv, block_size, D]
+            const scalar_t* __restrict__ v_cache,   // [num_blocks, Hkv, block_size, D]
+            const int* __restrict__ block_table,    // [B, max_blocks_per_seq]
+            const int* __restrict__ context_lens,   // [B]
+            int H, int Hkv, int group, int block_size, int max_blocks_per_seq, float scale, GateArgs gate) {
+    using L = Layout<1, kSmallStages>;  // one CTA per SM, a 2-slot ring, a scores buffer
+    constexpr int kStages = L::kStages;
+    constexpr int kBufs = L::kBufs;
+    const int kv_head = blockIdx.x;
+    const int seq = blockIdx.y;
+    const int first_head = kv_head * group;
+    const int num_heads = group;  // <= kHeads
+    const int ctx = context_lens[seq];
+    const int tiles = (ctx + kTile - 1) / kTile;
+
+    extern __shared__ __align__(16) unsigned char smem[];
+    const Smem<scalar_t> sm = carve_smem<scalar_t, 1, kSmallStages>(smem);
+    __shared__ uint64_t full[kStages], empty[kStages];
+    if (threadIdx.x == 0) {
+        for (int i = 0; i < kStages; ++i) {
+            pa::mbarrier_init(&full[i], kProducerThreads);
+            pa::mbarrier_init(&empty[i], kConsumerThreads);
+        }
+    }
+    __syncthreads();  // the last CTA-wide barrier: from here on the two roles only meet at full/empty
+
+    if (threadIdx.x >= kConsumerThreads) {
+        // Producers: stream position s uses slot s % kStages once the consumers have
+        // released its previous tile (use s / kStages - 1 of `empty`).
+        Producer<scalar_t, false, false> producer(threadIdx.x - kConsumerThreads, k_cache, v_cache,
+                                                  block_table + static_cast<size_t>(seq) * max_blocks_per_seq,
+                                                  max_blocks_per_seq, Hkv, kv_head, block_size, 0, ctx);
+        for (int s = 0; s < 2 * tiles; ++s) {
+            const int slot = s % kStages;
+            if (s >= kStages) pa::mbarrier_wait(&empty[slot], (s / kStages + 1) & 1);
+            scalar_t* buf = sm.tiles + slot * kTileElems;
+            const StreamItem item = stream_item<L::kAhead>(s, tiles);
+            if (!item.is_v) {
+                producer.copy_k(buf, item.tile, &full[slot]);
+            } else {
+                const int n = min(kTile, ctx - item.tile * kTile);
+                producer.copy_v(buf, item.tile, kTile, [&](int j) { return j < n ? j : -1; }, false,  // every row
+                                &full[slot]);
+            }
+        }
+        cp_async_wait_all();
+        return;
+    }
+
+    // Consumers.
+    const int lane = threadIdx.x % 32;
+    const int warp = threadIdx.x / 32;
+    const int tid = threadIdx.x;
+    uint32_t qf[kHeadSize / 16][2];
+    load_q_fragments(qf, q, seq, H, first_head, num_heads, lane);
+    if (tid < 3 * kHeads * 2) sm.carry[tid] = 0.f;  // carry[2] stays 0: r before the sequence's first token
+    pa::named_barrier_sync<kConsumerBarrier, kConsumerThreads>();
+
+    float acc[4] = {0.f, 0.f, 0.f, 0.f};
+    for (int s = 0; s < 2 * tiles; ++s) {
+        const int slot = s % kStages;
+        const StreamItem item = stream_item<L::kAhead>(s, tiles);
+        const int i = item.tile;
+        scalar_t* pb = sm.p16 + (i % kBufs) * kHeads * kPStride;  // p16[i % kBufs]: [kHeads][kPStride]
+        pa::mbarrier_wait(&full[slot], (s / kStages) & 1);
+        scalar_t* buf = sm.tiles + slot * kTileElems;
+        if (item.is_v) {  // PV of tile i: every row of its V tile
+            pv_steps(acc, buf, pb, kTile / 16, warp, lane);
+            pa::mbarrier_arrive(&empty[slot]);
+            continue;
+        }
+        // 1. scores of tile i, into the scores buffer; the K slot is free once they are written
+        const int n = min(kTile, ctx - i * kTile);  // tokens of this tile
+        qk_tile<0>(sm.scores, buf, qf, n, scale, warp, lane);
+        pa::mbarrier_arrive(&empty[slot]);
+        pa::named_barrier_sync<kConsumerBarrier, kConsumerThreads>();  // A
+        // 2. the gate: p16[i % kBufs][h][t] for every token of the tile (0 past the end); the
+        //    carry of tile i is read from buffer (i + 1) % 2 (buffer 2, zeros, for the first)
+        //    and written to buffer i % 2
+        if (tid < kGateThreads) {
+            float p[kHeads];
+            gate_token<0>(p, sm.scores, sm.carry + (i == 0 ? 2 : (i + 1) % 2) * 2 * kHeads,
+                          sm.carry + (i % 2) * 2 * kHeads, tid, n, num_heads, gate);
+#pragma unroll
+            for (int h = 0; h < kHeads; ++h) pb[h * kPStride + tid] = pa::from_float<scalar_t>(p[h]);
+        }
+        pa::named_barrier_sync<kConsumerBarrier, kConsumerThreads>();  // B
+    }
+    store_output(out, acc, seq, H, first_head, num_heads, warp, lane);
+}
+
+}  // namespace lesson05

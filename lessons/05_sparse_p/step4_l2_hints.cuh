@@ -1,0 +1,111 @@
+// Lesson 05, step 4 (`l2_hints`): every copy of K and V tells L2 that its lines are read once.
+//
+// What changed since step 3 (step3_smem_pages.cuh), and why: a launch reads each K and V row
+// once, so the producers' copies now carry an evict-first policy (the lines they fill are
+// the first L2 may evict), and ask L2 to fetch the whole 256-byte row on a miss (.L2::256B),
+// whose 16 pieces 16 threads ask for one after another (gated_copies.cuh: kL2Hints; the
+// README's "Staging the copies").
+// Run: lesson05_sparse_p [--check | --bench] --variant l2_hints
+#pragma once
+
+#include "gated_tile.cuh"
+
+namespace lesson05 {
+
+template <class scalar_t>
+__global__ void __launch_bounds__(kThreads, 1)
+l2_hints_kernel(scalar_t* __restrict__ out,             // [B, H, D]
+            const scalar_t* __restrict__ q,         // [B, H, D]
+            const scalar_t* __restrict__ k_cache,   // [num_blocks, Hkv, block_size, D]
+            const scalar_t* __restrict__ v_cache,   // [num_blocks, Hkv, block_size, D]
+            const int* __restrict__ block_table,    // [B, max_blocks_per_seq]
+            const int* __restrict__ context_lens,   // [B]
+            int H, int Hkv, int group, int block_size, int max_blocks_per_seq, float scale, GateArgs gate) {
+    using L = Layout<1, kSmallStages>;  // one CTA per SM, a 2-slot ring, a scores buffer
+    constexpr int kStages = L::kStages;
+    constexpr int kBufs = L::kBufs;
+    const int kv_head = blockIdx.x;
+    const int seq = blockIdx.y;
+    const int first_head = kv_head * group;
+    const int num_heads = group;  // <= kHeads
+    const int ctx = context_lens[seq];
+    const int tiles = (ctx + kTile - 1) / kTile;
+
+    extern __shared__ __align__(16) unsigned char smem[];
+    const Smem<scalar_t> sm = carve_smem<scalar_t, 1, kSmallStages>(smem);
+    __shared__ uint64_t full[kStages], empty[kStages];
+    if (threadIdx.x == 0) {
+        for (int i = 0; i < kStages; ++i) {
+            pa::mbarrier_init(&full[i], kProducerThreads);
+            pa::mbarrier_init(&empty[i], kConsumerThreads);
+        }
+    }
+    __syncthreads();  // the last CTA-wide barrier: from here on the two roles only meet at full/empty
+
+    if (threadIdx.x >= kConsumerThreads) {
+        // Producers: stream position s uses slot s % kStages once the consumers have
+        // released its previous tile (use s / kStages - 1 of `empty`).
+        Producer<scalar_t, false> producer(threadIdx.x - kConsumerThreads, k_cache, v_cache,
+                                           block_table + static_cast<size_t>(seq) * max_blocks_per_seq,
+                                           max_blocks_per_seq, Hkv, kv_head, block_size, 0, ctx);
+        producer.stage_pages(sm.pages, L::kPageSlots);  // the page ids, into shared memory
+        for (int s = 0; s < 2 * tiles; ++s) {
+            const int slot = s % kStages;
+            if (s >= kStages) pa::mbarrier_wait(&empty[slot], (s / kStages + 1) & 1);
+            scalar_t* buf = sm.tiles + slot * kTileElems;
+            const StreamItem item = stream_item<L::kAhead>(s, tiles);
+            if (!item.is_v) {
+                producer.copy_k(buf, item.tile, &full[slot]);
+            } else {
+                const int n = min(kTile, ctx - item.tile * kTile);
+                producer.copy_v(buf, item.tile, kTile, [&](int j) { return j < n ? j : -1; }, false,  // every row
+                                &full[slot]);
+            }
+        }
+        cp_async_wait_all();
+        return;
+    }
+
+    // Consumers.
+    const int lane = threadIdx.x % 32;
+    const int warp = threadIdx.x / 32;
+    const int tid = threadIdx.x;
+    uint32_t qf[kHeadSize / 16][2];
+    load_q_fragments(qf, q, seq, H, first_head, num_heads, lane);
+    if (tid < 3 * kHeads * 2) sm.carry[tid] = 0.f;  // carry[2] stays 0: r before the sequence's first token
+    pa::named_barrier_sync<kConsumerBarrier, kConsumerThreads>();
+
+    float acc[4] = {0.f, 0.f, 0.f, 0.f};
+    for (int s = 0; s < 2 * tiles; ++s) {
+        const int slot = s % kStages;
+        const StreamItem item = stream_item<L::kAhead>(s, tiles);
+        const int i = item.tile;
+        scalar_t* pb = sm.p16 + (i % kBufs) * kHeads * kPStride;  // p16[i % kBufs]: [kHeads][kPStride]
+        pa::mbarrier_wait(&full[slot], (s / kStages) & 1);
+        scalar_t* buf = sm.tiles + slot * kTileElems;
+        if (item.is_v) {  // PV of tile i: every row of its V tile
+            pv_steps(acc, buf, pb, kTile / 16, warp, lane);
+            pa::mbarrier_arrive(&empty[slot]);
+            continue;
+        }
+        // 1. scores of tile i, into the scores buffer; the K slot is free once they are written
+        const int n = min(kTile, ctx - i * kTile);  // tokens of this tile
+        qk_tile<0>(sm.scores, buf, qf, n, scale, warp, lane);
+        pa::mbarrier_arrive(&empty[slot]);
+        pa::named_barrier_sync<kConsumerBarrier, kConsumerThreads>();  // A
+        // 2. the gate: p16[i % kBufs][h][t] for every token of the tile (0 past the end); the
+        //    carry of tile i is read from buffer (i + 1) % 2 (buffer 2, zeros, for the first)
+        //    and written to buffer i % 2
+        if (tid < kGateThreads) {
+            float p[kHeads];
+            gate_token<0>(p, sm.scores, sm.carry + (i == 0 ? 2 : (i + 1) % 2) * 2 * kHeads,
+                          sm.carry + (i % 2) * 2 * kHeads, tid, n, num_heads, gate);
+#pragma unroll
+            for (int h = 0; h < kHeads; ++h) pb[h * kPStride + tid] = pa::from_float<scalar_t>(p[h]);
+        }
+        pa::named_barrier_sync<kConsumerBarrier, kConsumerThreads>();  // B
+    }
+    store_output(out, acc, seq, H, first_head, num_heads, warp, lane);
+}
+
+}  // namespace lesson05
