@@ -196,8 +196,6 @@ int main(int argc, char** argv) {
     spec.title =
         "Lesson 05: sparse P compaction in the gated decode (dense, zero-skip, compaction, ordered, split-k, cluster merge)";
     spec.extra_usage =
-        "Variants: gate, k_ahead, smem_pages, l2_hints, scores_in_slot, bulk_rows, dense, zero_skip, compact_atomic,\n"
-        "  compact_ordered, split_k_compact, split_k_cluster (sm_90).\n"
         "Table C shapes (besides the catalogue): h8kv4-B{1,32,64,128}-ctx{256,512,1k,2k}.\n"
         "Only D 128 and groups up to 8 run here; other shapes are refused by name.\n";
     spec.variants = lesson05::variants(g_gate);
