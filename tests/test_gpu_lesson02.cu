@@ -123,7 +123,59 @@ TEST_CASE("lesson02 step 6 grouped, every TGS, matches the reference on 60 rando
     CHECK(r.refused == 0);
 }
 
-TEST_CASE("lesson02 steps 7 and 8 (tensor cores) and auto match the reference on 60 random cases (seed 20250205)",
+TEST_CASE("lesson02 steps 7 and 8 (tile_stream, grouped_mma_qk) match the reference on 60 random cases (seed 20250205)",
+          "[gpu][lesson02]") {
+    const auto r = pa::testing::check_variants_on_random_cases(variants_named({"tile_stream", "grouped_mma_qk"}), kSeed + 3,
+                                                               60);
+    CHECK(r.checked >= 120);
+    CHECK(r.passed == r.checked);
+    CHECK(r.refused == 0);
+}
+
+// Steps 7 and 8 on named shapes: mixed lengths in one batch, ctx 1, contexts that end inside
+// a 16 KiB tile (128 tokens at D 64, 64 at D 128, 32 at D 256) or one token past it, MHA, MQA
+// (group 32), a group of 6 run as 8, a group of 16, every D and page size; and their shared
+// memory fits the 99 KiB a CTA gets on sm_86 / sm_89 for every D and group.
+TEST_CASE("lesson02 steps 7 and 8 on mixed and uneven contexts, every D, page size and group; 99 KiB a CTA",
+          "[gpu][lesson02]") {
+    const pa::DeviceInfo info = pa::testing::gpu_for_test();
+    const pa::DType f = pa::DType::fp16, b = pa::DType::bf16;
+    const pa::DecodeShape shapes[] = {
+        pa::make_shape("gqa4-mixed", 16, 4, {1, 17, 64, 65, 129, 300, 1000}, 128, 16, b),
+        pa::make_shape("mqa-g32", 32, 1, {1, 31, 33, 250, 1025}, 128, 16, f),
+        pa::make_shape("mha-D256", 4, 4, {1, 32, 33, 513}, 256, 32, b),
+        pa::make_shape("mha-D64-pages8", 4, 4, {1, 127, 128, 129, 300}, 64, 8, f),
+        pa::make_shape("g2-D64-pages8", 4, 2, {3, 65, 129, 1}, 64, 8, f),
+        pa::make_shape("g6-as-8", 12, 2, {700, 1030, 1}, 128, 16, f),
+        pa::make_shape("g16-D64-pages32", 32, 2, {1, 255, 257}, 64, 32, b),
+        pa::make_shape("g8-D256-pages32", 8, 1, {11, 300, 65}, 256, 32, f),
+    };
+    const auto variants = variants_named({"tile_stream", "grouped_mma_qk"});
+    REQUIRE(variants.size() == 2);
+    for (const auto& s : shapes) {
+        const pa::DecodeProblem p = pa::make_decode_problem(s, kSeed + 10);
+        const std::vector<double> ref = pa::reference::softmax_decode(p);
+        pa::DeviceDecodeProblem dev(p);
+        for (const auto& v : variants) {
+            INFO(v.name << " on " << s.name);
+            REQUIRE(v.why_not(s, info).empty());
+            const pa::CheckResult r = pa::check_once(v, dev, p, ref);
+            INFO(r.message);
+            CHECK(r.pass);
+        }
+    }
+    for (const auto& v : variants)
+        for (int D : {64, 128, 256})
+            for (int group : {1, 2, 4, 6, 8, 16, 32}) {
+                INFO(v.name << " D " << D << " group " << group);
+                const pa::DecodeShape s = pa::make_shape("smem", group, 1, {100}, D, 16, pa::DType::bf16);
+                CHECK(v.geometry(s, info).smem_bytes <= 96 * 1024);  // + static arrays: under 99 KiB
+            }
+    const pa::DecodeShape g64 = pa::make_shape("g64", 64, 1, {10}, 128, 16, pa::DType::fp16);
+    for (const auto& v : variants) CHECK(v.why_not(g64, info).find("group 64") != std::string::npos);
+}
+
+TEST_CASE("lesson02 steps 9 and 10 (tensor cores) and auto match the reference on 60 random cases (seed 20250205)",
           "[gpu][lesson02]") {
     const auto r = pa::testing::check_variants_on_random_cases(variants_named({"grouped_mma", "grouped_mma_ws", "auto"}),
                                                                kSeed + 3, 60);
@@ -132,7 +184,7 @@ TEST_CASE("lesson02 steps 7 and 8 (tensor cores) and auto match the reference on
     CHECK(r.refused == 0);
 }
 
-// Step 9 needs sm_90 and an sm_90 build; elsewhere it must refuse by name, never run.
+// Step 11 needs sm_90 and an sm_90 build; elsewhere it must refuse by name, never run.
 bool bulk_runs_here(const pa::DeviceInfo& info) {
     const pa::DecodeShape s = pa::make_shape("probe", 8, 1, {100});
     const std::string why = lesson02::why_not({lesson02::Step::grouped_mma_bulk}, s, info);
@@ -144,29 +196,29 @@ bool bulk_runs_here(const pa::DeviceInfo& info) {
 }
 
 // The refusals lesson 02 documents beyond shared memory and group size: step 3 on logits that
-// do not fit, steps 9 and 10 off sm_90 (or in a build without sm_90 code), and step 10 on
+// do not fit, steps 11 and 12 off sm_90 (or in a build without sm_90 code), and step 12 on
 // pages smaller than its units.
 bool documented_refusal(const pa::DecodeVariant& v, const pa::DecodeShape& s, const pa::DeviceInfo& info) {
     if (logits_refusal(v, s, info)) return true;
     if (v.name != "grouped_mma_bulk" && v.name != "grouped_mma_units") return false;
     if (!bulk_runs_here(info)) return true;
-    return v.name == "grouped_mma_units" && s.block_size < lesson02::step8::tile_tokens(s.D) / 8;
+    return v.name == "grouped_mma_units" && s.block_size < lesson02::step10::tile_tokens(s.D) / 8;
 }
 
-TEST_CASE("lesson02 step 9 (bulk rows) matches the reference on 60 random cases (seed 20250205)", "[gpu][lesson02]") {
+TEST_CASE("lesson02 step 11 (bulk rows) matches the reference on 60 random cases (seed 20250205)", "[gpu][lesson02]") {
     const pa::DeviceInfo info = pa::testing::gpu_for_test();
-    if (!bulk_runs_here(info)) SKIP("step 9 needs sm_90 and an sm_90 build");
+    if (!bulk_runs_here(info)) SKIP("step 11 needs sm_90 and an sm_90 build");
     const auto r = pa::testing::check_variants_on_random_cases(variants_named({"grouped_mma_bulk"}), kSeed + 3, 60);
     CHECK(r.checked >= 60);
     CHECK(r.passed == r.checked);
     CHECK(r.refused == 0);
 }
 
-// Step 10 refuses pages smaller than its units (8 tokens at D 64 and 128) by name and runs
+// Step 12 refuses pages smaller than its units (8 tokens at D 64 and 128) by name and runs
 // the rest; contexts that end inside a unit, inside a tile, or at 1 token are among them.
-TEST_CASE("lesson02 step 10 (unit copies) matches the reference on 60 random cases (seed 20250205)", "[gpu][lesson02]") {
+TEST_CASE("lesson02 step 12 (unit copies) matches the reference on 60 random cases (seed 20250205)", "[gpu][lesson02]") {
     const pa::DeviceInfo info = pa::testing::gpu_for_test();
-    if (!bulk_runs_here(info)) SKIP("step 10 needs sm_90 and an sm_90 build");
+    if (!bulk_runs_here(info)) SKIP("step 12 needs sm_90 and an sm_90 build");
     pa::testing::RandomCheckOptions options;
     options.may_refuse = [&](const pa::DecodeVariant& v, const pa::DecodeShape& s) { return documented_refusal(v, s, info); };
     const auto r = pa::testing::check_variants_on_random_cases(variants_named({"grouped_mma_units"}), kSeed + 3, 60, {},
@@ -190,8 +242,8 @@ TEST_CASE("lesson02 step 10 (unit copies) matches the reference on 60 random cas
     }
 }
 
-// A grid larger than the GPU with one 8-head column block takes step 8's two-CTAs-per-SM
-// layout (a 3-slot ring), and step 9's: check both for every D and both dtypes, groups 1, 2
+// A grid larger than the GPU with one 8-head column block takes step 10's two-CTAs-per-SM
+// layout (a 3-slot ring), and step 11's: check both for every D and both dtypes, groups 1, 2
 // and 8, with contexts that end inside a tile, and that two CTAs really fit on an SM.
 TEST_CASE("lesson02 grouped_mma_ws and grouped_mma_bulk with two CTAs per SM (grids larger than the GPU)",
           "[gpu][lesson02]") {
@@ -202,12 +254,12 @@ TEST_CASE("lesson02 grouped_mma_ws and grouped_mma_bulk with two CTAs per SM (gr
         names.push_back("grouped_mma_units");
     }
     // a grid that fits the GPU, and 16 heads a CTA: one CTA per SM
-    CHECK(lesson02::step8::geometry(pa::make_shape("fits", 8, 1, std::vector<int>(info.sms, 100)), info).ctas_per_sm == 1);
-    CHECK(lesson02::step8::geometry(pa::make_shape("g16", 16, 1, std::vector<int>(info.sms + 1, 100)), info).ctas_per_sm == 1);
-    if (names.size() > 1) {  // step 10: the shallow ring once the grid covers 90 % of the SMs, the deep one below
-        CHECK(lesson02::step10::geometry(pa::make_shape("fits", 8, 1, std::vector<int>(info.sms, 100)), info).ctas_per_sm == 2);
-        CHECK(lesson02::step10::geometry(pa::make_shape("half", 8, 1, std::vector<int>(info.sms / 2, 100)), info).ctas_per_sm == 1);
-        CHECK(lesson02::step10::ctas_per_sm(pa::make_shape("g16", 16, 1, std::vector<int>(info.sms, 100)), info) == 1);
+    CHECK(lesson02::step10::geometry(pa::make_shape("fits", 8, 1, std::vector<int>(info.sms, 100)), info).ctas_per_sm == 1);
+    CHECK(lesson02::step10::geometry(pa::make_shape("g16", 16, 1, std::vector<int>(info.sms + 1, 100)), info).ctas_per_sm == 1);
+    if (names.size() > 1) {  // step 12: the shallow ring once the grid covers 90 % of the SMs, the deep one below
+        CHECK(lesson02::step12::geometry(pa::make_shape("fits", 8, 1, std::vector<int>(info.sms, 100)), info).ctas_per_sm == 2);
+        CHECK(lesson02::step12::geometry(pa::make_shape("half", 8, 1, std::vector<int>(info.sms / 2, 100)), info).ctas_per_sm == 1);
+        CHECK(lesson02::step12::ctas_per_sm(pa::make_shape("g16", 16, 1, std::vector<int>(info.sms, 100)), info) == 1);
     }
     const int dims[] = {64, 128, 256};
     const int groups[] = {1, 2, 8};
@@ -221,10 +273,10 @@ TEST_CASE("lesson02 grouped_mma_ws and grouped_mma_bulk with two CTAs per SM (gr
                 const pa::DecodeShape s =
                     pa::make_shape("two-per-sm-D" + std::to_string(D) + "-g" + std::to_string(group), Hkv * group, Hkv, ctx, D, 16, t);
                 INFO(s.name << " " << pa::dtype_name(t));
-                CHECK(lesson02::step8::geometry(s, info).ctas_per_sm == 2);
+                CHECK(lesson02::step10::geometry(s, info).ctas_per_sm == 2);
                 if (names.size() > 1) {
-                    CHECK(lesson02::step9::geometry(s, info).ctas_per_sm == 2);
-                    CHECK(lesson02::step10::geometry(s, info).ctas_per_sm == 2);
+                    CHECK(lesson02::step11::geometry(s, info).ctas_per_sm == 2);
+                    CHECK(lesson02::step12::geometry(s, info).ctas_per_sm == 2);
                 }
                 const pa::DecodeProblem p = pa::make_decode_problem(s, kSeed + 4);
                 pa::DeviceDecodeProblem dev(p);
@@ -254,18 +306,18 @@ TEST_CASE("lesson02 grouped_mma_ws's timeline build: the same output and an orde
     const pa::DecodeVariant mma = variants_named({"grouped_mma_ws"})[0];
     for (const auto& s : shapes) {
         INFO(s.name);
-        REQUIRE(lesson02::step8::timeline_why_not(s, info).empty());
+        REQUIRE(lesson02::step10::timeline_why_not(s, info).empty());
         const pa::DecodeProblem p = pa::make_decode_problem(s, kSeed + 6);
         pa::DeviceDecodeProblem dev(p);
         const pa::CheckResult r = pa::check_once(mma, dev, p, pa::reference::softmax_decode(p));
         REQUIRE(r.pass);
         const std::vector<uint16_t> plain = dev.download_output();
 
-        const int tile = lesson02::step8::tile_tokens(s.D);
+        const int tile = lesson02::step10::tile_tokens(s.D);
         const int stride = pa::timeline_stride(s.max_ctx(), tile);
         pa::DeviceBuffer<uint64_t> record(static_cast<size_t>(s.B) * s.Hkv * stride);
         dev.poison_output();
-        lesson02::step8::launch_timeline(dev.args(), record.get(), stride, nullptr);
+        lesson02::step10::launch_timeline(dev.args(), record.get(), stride, nullptr);
         CUDA_CHECK(cudaDeviceSynchronize());
         CHECK(dev.download_output() == plain);
         const pa::TimelineSummary t = pa::summarize_timeline(record.download(), stride, s.Hkv, s.ctx, tile, s.D * 2);
@@ -274,7 +326,7 @@ TEST_CASE("lesson02 grouped_mma_ws's timeline build: the same output and an orde
         CHECK(t.landed_all <= t.end_last);
         CHECK(t.sms_used >= std::min(t.ctas, info.sms) / 2);
     }
-    CHECK(lesson02::step8::timeline_why_not(pa::make_shape("timeline-d64", 8, 1, {10}, 64, 16, pa::DType::fp16), info) != "");
+    CHECK(lesson02::step10::timeline_why_not(pa::make_shape("timeline-d64", 8, 1, {10}, 64, 16, pa::DType::fp16), info) != "");
 }
 
 // The group-mask trap: contexts that are not a multiple of the tokens a CTA step takes,
@@ -305,7 +357,7 @@ TEST_CASE("lesson02 every variant passes the uneven-step and chunk-crossing shap
         }
     }
     CHECK(runs + refused == static_cast<int>(shapes.size() * lesson02::all_variants().size()));
-    CHECK(refused <= 3 * static_cast<int>(shapes.size()));  // steps 3, 9 and 10 at most
+    CHECK(refused <= 3 * static_cast<int>(shapes.size()));  // steps 3, 11 and 12 at most
 }
 
 TEST_CASE("lesson02 every context length 1..70 for every step and TGS", "[gpu][lesson02]") {
@@ -319,7 +371,7 @@ TEST_CASE("lesson02 every context length 1..70 for every step and TGS", "[gpu][l
     pa::DeviceDecodeProblem dev(p);
     for (const auto& v : variants) {
         INFO(v.name);
-        if (documented_refusal(v, s, info) && !v.why_not(s, info).empty()) continue;  // steps 9 and 10 off sm_90
+        if (documented_refusal(v, s, info) && !v.why_not(s, info).empty()) continue;  // steps 11 and 12 off sm_90
         REQUIRE(v.why_not(s, info).empty());
         const pa::CheckResult r = pa::check_once(v, dev, p, ref);
         INFO(r.message);
@@ -354,7 +406,7 @@ TEST_CASE("lesson02 auto follows its stated rule", "[gpu][lesson02]") {
         return lesson02::config_name(lesson02::auto_config(s, gpu));
     };
     // the grouped tensor-core CTA by default, MHA included (on a GPU where its ring fits: 163+
-    // KiB a CTA): step 10 on sm_90 (pages of 16 here), else step 8
+    // KiB a CTA): step 12 on sm_90 (pages of 16 here), else step 10
     REQUIRE(info.smem_per_block_optin >= 163 * 1024);
     REQUIRE(info.sms >= 128);
     const std::string grouped = bulk_runs_here(info) ? "grouped_mma_units" : "grouped_mma_ws";
@@ -365,7 +417,7 @@ TEST_CASE("lesson02 auto follows its stated rule", "[gpu][lesson02]") {
     CHECK(picks(4, 32, 32, info) == grouped);    // MHA, 128 CTAs (<= SMs: one per SM)
     CHECK(picks(128, 32, 32, info) == grouped);  // MHA, 4096 CTAs
     CHECK(picks(16, 64, 4, info) == grouped);    // 64 CTAs of 16 heads: one per SM
-    // pages of 8 (smaller than step 10's units): step 9 where step 8 runs two CTAs per SM, else step 8
+    // pages of 8 (smaller than step 12's units): step 11 where step 10 runs two CTAs per SM, else step 10
     auto picks_pages8 = [&](int B, int H, int Hkv) {
         const pa::DecodeShape s = pa::make_shape("rule8", H, Hkv, std::vector<int>(B, 1000), 128, 8, pa::DType::fp16);
         return lesson02::config_name(lesson02::auto_config(s, info));
@@ -380,7 +432,7 @@ TEST_CASE("lesson02 auto follows its stated rule", "[gpu][lesson02]") {
     CHECK(picks(1, 2, 2, info) == "per_head_tgs4");  // MHA with 2 heads: 2 CTAs either way
     // a group above 32 has no grouped kernel
     CHECK(picks(64, 64, 1, info) == "per_head_tgs4");
-    // a GPU that gives a CTA 99 KiB (sm_86, sm_89): step 8's ring does not fit, step 7's does
+    // a GPU that gives a CTA 99 KiB (sm_86, sm_89): step 10's ring does not fit, step 9's does
     pa::DeviceInfo small = info;
     small.smem_per_block_optin = 99 * 1024;
     CHECK(picks(16, 64, 8, small) == "grouped_mma");

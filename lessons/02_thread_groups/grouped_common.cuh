@@ -1,4 +1,4 @@
-// Lesson 02: what the grouped CTA's steps share (steps 3 to 6; steps 8 and up, and lesson 03,
+// Lesson 02: what the grouped CTA's steps share (steps 3 to 6; steps 7 and up, and lesson 03,
 // use tile_tokens, tile_row_elems and chunk_softmax): a lane's slice of a K row, the softmax
 // step of one chunk of logits, and the cp.async ring's tiles. Each helper is introduced by the
 // step that first needs it: read_slice and chunk_softmax by step 3, the chunk geometry by

@@ -1,4 +1,4 @@
-// Host side shared by steps 8, 9 and 10: one CTA of kMmaThreads per (sequence, KV head),
+// Host side shared by steps 10, 11 and 12: one CTA of kMmaThreads per (sequence, KV head),
 // MmaLayout's shared memory, the same layout rule. Each step's .cu names its kernel family
 // (a struct whose kernel<T, D, HEADS, CTAS_PER_SM>() is the instantiation) and includes this
 // header, so that each family still compiles once, in its own file.
@@ -14,7 +14,7 @@
 #include "dispatch.cuh"
 #include "launch_utils.cuh"
 #include "ws_layout.cuh"                     // MmaLayout, kMmaThreads
-#include "steps.h"                     // step8::heads_per_cta
+#include "steps.h"                     // step10::heads_per_cta
 #include "table.h"
 
 namespace lesson02 {
@@ -68,11 +68,11 @@ pa::LaunchGeometry grouped_geometry(Kernel kernel, int smem, const pa::DecodeSha
     return g;
 }
 
-// Steps 9 and 10: launches the family's kernel at `per_sm` CTAs per SM (`step` names it in the
+// Steps 11 and 12: launches the family's kernel at `per_sm` CTAs per SM (`step` names it in the
 // error when that combination was not built).
 template <class Family>
 void launch_family(const pa::PagedDecodeArgs& a, int per_sm, const char* step, cudaStream_t stream) {
-    const int heads = step8::heads_per_cta(a.H / a.Hkv);
+    const int heads = step10::heads_per_cta(a.H / a.Hkv);
     if (!with_grouped_kernel<Family>(a.dtype, a.D, heads, per_sm,
                                      [&](auto kernel, int smem) { launch_grouped(kernel, smem, a, stream); }))
         throw pa::CudaError(pa::strf("lesson02 %s: no kernel built for %s D %d with %d heads per CTA, %d per SM", step,
@@ -82,19 +82,19 @@ void launch_family(const pa::PagedDecodeArgs& a, int per_sm, const char* step, c
 template <class Family>
 pa::LaunchGeometry family_geometry(const pa::DecodeShape& s, int per_sm) {
     pa::LaunchGeometry g;
-    with_grouped_kernel<Family>(s.dtype, s.D, step8::heads_per_cta(s.group()), per_sm,
+    with_grouped_kernel<Family>(s.dtype, s.D, step10::heads_per_cta(s.group()), per_sm,
                                 [&](auto kernel, int smem) { g = grouped_geometry(kernel, smem, s); });
     return g;
 }
 
-// Steps 9 and 10 (bulk copies): "" when this GPU is sm_90 and the family's kernel for the shape
+// Steps 11 and 12 (bulk copies): "" when this GPU is sm_90 and the family's kernel for the shape
 // was built with sm_90 code; else one line saying why not.
 template <class Family>
 std::string needs_sm90(const pa::DecodeShape& s, int heads, int ctas_per_sm, const pa::DeviceInfo& info) {
     std::string why;
     with_grouped_kernel<Family>(s.dtype, s.D, heads, ctas_per_sm, [&](auto kernel, int) {
         why = pa::sm90_code_why_not(reinterpret_cast<const void*>(kernel), info, "copies with cp.async.bulk",
-                                    "step 8 runs here");
+                                    "step 10 runs here");
     });
     return why;
 }

@@ -15,6 +15,8 @@ std::string config_name(const Config& c) {
         case Step::online_softmax: return "online_softmax" + tgs;
         case Step::cp_async_ring: return "cp_async_ring" + tgs;
         case Step::grouped: return (c.mapping == Mapping::per_head ? "per_head" : "grouped") + tgs;
+        case Step::tile_stream: return "tile_stream";
+        case Step::grouped_mma_qk: return "grouped_mma_qk";
         case Step::grouped_mma: return "grouped_mma";
         case Step::grouped_mma_ws: return "grouped_mma_ws";
         case Step::grouped_mma_bulk: return "grouped_mma_bulk";
@@ -31,10 +33,12 @@ std::string why_not(const Config& c, const pa::DecodeShape& s, const pa::DeviceI
         case Step::online_softmax: return step4::why_not(s, c.tgs, info);
         case Step::cp_async_ring: return step5::why_not(s, c.tgs, info);
         case Step::grouped: return step6::why_not(c.mapping, s, c.tgs, info);
-        case Step::grouped_mma: return step7::why_not(s, info);
-        case Step::grouped_mma_ws: return step8::why_not(s, info);
-        case Step::grouped_mma_bulk: return step9::why_not(s, info);
-        case Step::grouped_mma_units: return step10::why_not(s, info);
+        case Step::tile_stream: return step7::why_not(s, info);
+        case Step::grouped_mma_qk: return step8::why_not(s, info);
+        case Step::grouped_mma: return step9::why_not(s, info);
+        case Step::grouped_mma_ws: return step10::why_not(s, info);
+        case Step::grouped_mma_bulk: return step11::why_not(s, info);
+        case Step::grouped_mma_units: return step12::why_not(s, info);
     }
     return "unknown step";
 }
@@ -47,10 +51,12 @@ void launch(const pa::PagedDecodeArgs& a, const Config& c, cudaStream_t stream) 
         case Step::online_softmax: return step4::launch(a, c.tgs, stream);
         case Step::cp_async_ring: return step5::launch(a, c.tgs, stream);
         case Step::grouped: return step6::launch(c.mapping, a, c.tgs, stream);
-        case Step::grouped_mma: return step7::launch(a, stream);
-        case Step::grouped_mma_ws: return step8::launch(a, stream);
-        case Step::grouped_mma_bulk: return step9::launch(a, stream);
-        case Step::grouped_mma_units: return step10::launch(a, stream);
+        case Step::tile_stream: return step7::launch(a, stream);
+        case Step::grouped_mma_qk: return step8::launch(a, stream);
+        case Step::grouped_mma: return step9::launch(a, stream);
+        case Step::grouped_mma_ws: return step10::launch(a, stream);
+        case Step::grouped_mma_bulk: return step11::launch(a, stream);
+        case Step::grouped_mma_units: return step12::launch(a, stream);
     }
 }
 
@@ -62,25 +68,27 @@ pa::LaunchGeometry geometry(const Config& c, const pa::DecodeShape& s, const pa:
         case Step::online_softmax: return step4::geometry(s, c.tgs, info);
         case Step::cp_async_ring: return step5::geometry(s, c.tgs, info);
         case Step::grouped: return step6::geometry(c.mapping, s, c.tgs, info);
-        case Step::grouped_mma: return step7::geometry(s, info);
-        case Step::grouped_mma_ws: return step8::geometry(s, info);
-        case Step::grouped_mma_bulk: return step9::geometry(s, info);
-        case Step::grouped_mma_units: return step10::geometry(s, info);
+        case Step::tile_stream: return step7::geometry(s, info);
+        case Step::grouped_mma_qk: return step8::geometry(s, info);
+        case Step::grouped_mma: return step9::geometry(s, info);
+        case Step::grouped_mma_ws: return step10::geometry(s, info);
+        case Step::grouped_mma_bulk: return step11::geometry(s, info);
+        case Step::grouped_mma_units: return step12::geometry(s, info);
     }
     return {};
 }
 
 // The rule, read off the measured steps (plots/data/<gpu>/lesson02.csv; README "The
 // automatic choice"):
-//  * step 8 by default: it reads K/V once for the whole group, its dot products cost next
+//  * step 10 by default: it reads K/V once for the whole group, its dot products cost next
 //    to nothing, its copy warps keep the ring full, and on grids larger than the GPU two
-//    CTAs share an SM. Step 7, the same math without copy warps, where step 8's ring does
+//    CTAs share an SM. Step 9, the same math without copy warps, where step 10's ring does
 //    not fit the GPU's shared memory.
-//  * on sm_90, step 10 before all of them: its unit copies won over step 8 on every shape
-//    measured and matched step 9 at two CTAs per SM. Where it cannot run (pages smaller than
-//    its units), step 9 where step 8 would run two CTAs per SM: there its bulk rows won on
+//  * on sm_90, step 12 before all of them: its unit copies won over step 10 on every shape
+//    measured and matched step 11 at two CTAs per SM. Where it cannot run (pages smaller than
+//    its units), step 11 where step 10 would run two CTAs per SM: there its bulk rows won on
 //    every shape measured; at one CTA per SM they lost on the long and large shapes (README,
-//    steps 9 and 10).
+//    steps 11 and 12).
 //  * the per-head mapping with the ring (step 6, TGS 4) for a grouped grid of fewer than
 //    kMinGroupedCtas CTAs: the per-head grid's parallelism is worth more than the re-reads,
 //    which the other heads' CTAs find in L2; and for a group above 32, which has no grouped
@@ -94,7 +102,7 @@ std::vector<Config> auto_preference(const pa::DecodeShape& s, const pa::DeviceIn
     if (tiny_grouped_grid || s.group() > 32) return {per_head, wide};
     std::vector<Config> prefs = {Config{Step::grouped_mma_ws}, Config{Step::grouped_mma},
                                  Config{Step::grouped, Mapping::grouped, 4}, per_head, wide};
-    if (step8::ctas_per_sm(s, info) == 2) prefs.insert(prefs.begin(), Config{Step::grouped_mma_bulk});
+    if (step10::ctas_per_sm(s, info) == 2) prefs.insert(prefs.begin(), Config{Step::grouped_mma_bulk});
     prefs.insert(prefs.begin(), Config{Step::grouped_mma_units});
     return prefs;
 }
@@ -143,6 +151,8 @@ std::vector<pa::DecodeVariant> all_variants() {
         out.push_back(variant({step, Mapping::grouped, 8}));  // one idea each: TGS 8 only
     for (Mapping m : {Mapping::per_head, Mapping::grouped})
         for (int tgs : {4, 8, 16}) out.push_back(variant({Step::grouped, m, tgs}));
+    out.push_back(variant({Step::tile_stream}));
+    out.push_back(variant({Step::grouped_mma_qk}));
     out.push_back(variant({Step::grouped_mma}));
     out.push_back(variant({Step::grouped_mma_ws}));
     out.push_back(variant({Step::grouped_mma_bulk}));
@@ -165,7 +175,7 @@ std::vector<pa::DecodeShape> uneven_check_shapes() {
         pa::make_shape("chunks-g8", 16, 2, {1024, 1025, 2500}, 128, 16, f),
         pa::make_shape("chunks-g32", 32, 1, {257, 1000}, 128, 32, b),
         pa::make_shape("chunks-g6-as-8", 12, 2, {1030, 700}, 128, 16, f),
-        // 160 grouped CTAs, more than an H100 or H200 has SMs: step 8's two-per-SM layout
+        // 160 grouped CTAs, more than an H100 or H200 has SMs: step 10's two-per-SM layout
         pa::make_shape("grid-over-sms", 8, 4, mixed_40, 128, 16, b),
     };
 }

@@ -7,7 +7,7 @@
 //   lesson02_thread_groups                    check, then Table A, the ladder, the TGS sweep
 //   lesson02_thread_groups --check            check only (what the sanitizer tests run)
 //   lesson02_thread_groups --bench --shape mqa-B16-ctx4k [--variant grouped_tgs8]
-//   lesson02_thread_groups --timeline [--shape llama7b-B8-ctx2k]   where step 8's time goes
+//   lesson02_thread_groups --timeline [--shape llama7b-B8-ctx2k]   where step 10's time goes
 #include <algorithm>
 #include <array>
 #include <cstdint>
@@ -127,7 +127,7 @@ void summarize(const std::vector<pa::ResultRow>& rows, const std::vector<pa::Dec
                 lesson02::kMinGroupedCtas);
 }
 
-// --timeline: step 8's timeline build (common/timeline.h) on each shape, checked against the
+// --timeline: step 10's timeline build (common/timeline.h) on each shape, checked against the
 // reference, then launched L2-cold kTimelineLaunches times; the launch whose last CTA ends
 // in the middle is summarised.
 constexpr int kTimelineLaunches = 7;
@@ -141,13 +141,13 @@ TimelineRun run_timeline(const pa::DecodeShape& s, uint64_t seed, const pa::Devi
                          const pa::DecodeReference& reference) {
     const pa::DecodeProblem p = pa::make_decode_problem(s, seed);
     pa::DeviceDecodeProblem dev(p, pa::l2_cold_copies(p, info));
-    const int tile = lesson02::step8::tile_tokens(s.D);
+    const int tile = lesson02::step10::tile_tokens(s.D);
     const int stride = pa::timeline_stride(s.max_ctx(), tile);
     pa::DeviceBuffer<uint64_t> record(static_cast<size_t>(s.B) * s.Hkv * stride);
     pa::DecodeVariant v;
     v.name = "grouped_mma_ws_timeline";
     v.launch = [&](const pa::PagedDecodeArgs& a, cudaStream_t st) {
-        lesson02::step8::launch_timeline(a, record.get(), stride, st);
+        lesson02::step10::launch_timeline(a, record.get(), stride, st);
     };
     const pa::CheckResult check = pa::check_once(v, dev, p, reference(p));
     if (!check.pass) throw std::runtime_error("the timeline build of grouped_mma_ws failed its check on " + s.name + ": " + check.message);
@@ -170,7 +170,7 @@ TimelineRun run_timeline(const pa::DecodeShape& s, uint64_t seed, const pa::Devi
 // timeline build cannot run on this GPU.
 void refuse_timeline_shapes(const std::vector<pa::DecodeShape>& shapes, const pa::DeviceInfo& info) {
     for (const auto& s : shapes) {
-        const std::string why = lesson02::step8::timeline_why_not(s, info);
+        const std::string why = lesson02::step10::timeline_why_not(s, info);
         if (!why.empty()) {
             std::fprintf(stderr, "error: %s: --timeline cannot run %s: %s\n", kProgram, s.name.c_str(), why.c_str());
             std::exit(pa::kExitBadInput);
@@ -182,7 +182,7 @@ int timeline_main(const pa::Flags& f, const std::vector<pa::DecodeShape>& shapes
                   const pa::DecodeReference& reference) {
     refuse_timeline_shapes(shapes, info);
     const double read_bw = pa::measured_read_bandwidth_gbps(info);
-    pa::print_run_header("Lesson 02: where step 8 (grouped_mma_ws) spends its time (--timeline)", info, read_bw);
+    pa::print_run_header("Lesson 02: where step 10 (grouped_mma_ws) spends its time (--timeline)", info, read_bw);
     std::printf("\nEach shape: the timeline build checked against the reference, then %d L2-cold launches; the one whose\n"
                 "last CTA ends in the middle is shown. Times in us from the first CTA's start (GPU clock, %%globaltimer).\n"
                 "\"landed\" = the consumers saw the tile arrive; rates count K and V bytes of real tokens.\n",
@@ -195,7 +195,7 @@ int timeline_main(const pa::Flags& f, const std::vector<pa::DecodeShape>& shapes
         const TimelineRun run = run_timeline(s, f.seed, info, reference);
         const pa::TimelineSummary& m = run.sum;
         const bool steady = m.steady_gbps > 0;  // else the launch was mostly start-up
-        const pa::LaunchGeometry g = lesson02::step8::geometry(s, info);
+        const pa::LaunchGeometry g = lesson02::step10::geometry(s, info);
         t.add_row({s.name, std::to_string(m.ctas), std::to_string(m.sms_used), std::to_string(g.ctas_per_sm),
                    pa::strf("%.1f/%.1f", m.first_copy_p50, m.first_copy_max),
                    pa::strf("%.1f/%.1f", m.first_tile_p50, m.first_tile_max), pa::strf("%.1f", m.landed_10),
@@ -250,8 +250,9 @@ int main(int argc, char** argv) {
     spec.extra_usage =
         "Variants (the ladder): thread_groups_tgs{4,8,16} (step 1), wide_loads_tgs{4,8,16} (step 2),\n"
         "grouped_logits_tgs8 (step 3), online_softmax_tgs8 (step 4), cp_async_ring_tgs8 (step 5),\n"
-        "per_head_tgs{4,8,16} and grouped_tgs{4,8,16} (step 6), grouped_mma (step 7), grouped_mma_ws (step 8),\n"
-        "grouped_mma_bulk (step 9, sm_90), grouped_mma_units (step 10, sm_90), auto; the measurement adds lesson 01 (naive) for comparison.\n";
+        "per_head_tgs{4,8,16} and grouped_tgs{4,8,16} (step 6), tile_stream (step 7), grouped_mma_qk (step 8),\n"
+        "grouped_mma (step 9), grouped_mma_ws (step 10),\n"
+        "grouped_mma_bulk (step 11, sm_90), grouped_mma_units (step 12, sm_90), auto; the measurement adds lesson 01 (naive) for comparison.\n";
     spec.variants = lesson02::all_variants();
     pa::DecodeVariant naive = lesson01::variant();
     naive.lesson = "01";
@@ -267,7 +268,7 @@ int main(int argc, char** argv) {
     spec.summarize = summarize;
     pa::LessonMode timeline;
     timeline.flag = {"--timeline", false,
-                     "--timeline   where step 8 (grouped_mma_ws) spends its time on each shape (default: Table A), D 128",
+                     "--timeline   where step 10 (grouped_mma_ws) spends its time on each shape (default: Table A), D 128",
                      {"--check", "--bench", "--variant"}};
     timeline.run = [reference = spec.reference](const pa::Flags& f) {
         const std::vector<pa::DecodeShape> shapes = pa::select_shapes_or_exit(kProgram, f, pa::table_a());

@@ -65,17 +65,32 @@ void launch(Mapping m, const pa::PagedDecodeArgs& a, int tgs, cudaStream_t strea
 pa::LaunchGeometry geometry(Mapping m, const pa::DecodeShape& s, int tgs, const pa::DeviceInfo& info);
 }  // namespace lesson02::step6
 
-// Step 7: the GQA-grouped CTA (one per sequence and KV head) with both GEMMs on tensor
-// cores; every warp copies and computes.
+// Step 7: the grouped CTA of step 6 (TGS 8, CUDA cores) with K0 V0 K1 V1 ... streamed through
+// one ring of 16 KiB tiles and the softmax step on each token tile: fits 99 KiB a CTA.
 namespace lesson02::step7 {
 std::string why_not(const pa::DecodeShape& s, const pa::DeviceInfo& info);
 void launch(const pa::PagedDecodeArgs& a, cudaStream_t stream);
 pa::LaunchGeometry geometry(const pa::DecodeShape& s, const pa::DeviceInfo& info);
 }  // namespace lesson02::step7
 
-// Step 8: step 7 with producer warps that only copy and consumer warps that only compute,
-// meeting at mbarriers; two CTAs per SM on grids larger than the GPU.
+// Step 8: step 7 with the q.K products on tensor cores (heads rounded up to 8, 16 or 32).
 namespace lesson02::step8 {
+std::string why_not(const pa::DecodeShape& s, const pa::DeviceInfo& info);
+void launch(const pa::PagedDecodeArgs& a, cudaStream_t stream);
+pa::LaunchGeometry geometry(const pa::DecodeShape& s, const pa::DeviceInfo& info);
+}  // namespace lesson02::step8
+
+// Step 9: the GQA-grouped CTA (one per sequence and KV head) with both GEMMs on tensor
+// cores (step 8 with the PV products on them too); every warp copies and computes.
+namespace lesson02::step9 {
+std::string why_not(const pa::DecodeShape& s, const pa::DeviceInfo& info);
+void launch(const pa::PagedDecodeArgs& a, cudaStream_t stream);
+pa::LaunchGeometry geometry(const pa::DecodeShape& s, const pa::DeviceInfo& info);
+}  // namespace lesson02::step9
+
+// Step 10: step 9 with producer warps that only copy and consumer warps that only compute,
+// meeting at mbarriers; two CTAs per SM on grids larger than the GPU.
+namespace lesson02::step10 {
 // Heads one CTA computes: the group rounded up to 8, 16 or 32 (whole mma columns); 0 above 32.
 int heads_per_cta(int group);
 std::string why_not(const pa::DecodeShape& s, const pa::DeviceInfo& info);
@@ -83,30 +98,30 @@ void launch(const pa::PagedDecodeArgs& a, cudaStream_t stream);
 pa::LaunchGeometry geometry(const pa::DecodeShape& s, const pa::DeviceInfo& info);
 int tile_tokens(int head_size);  // tokens per staged tile (the timeline's unit)
 // The layout the shape runs at on this GPU: 2 (two 3-slot rings per SM) or 1 (one deep ring);
-// step 9 runs the same (step 10 has its own rule).
+// step 11 runs the same (step 12 has its own rule).
 int ctas_per_sm(const pa::DecodeShape& s, const pa::DeviceInfo& info);
 // The timeline build (common/timeline.h): the launch `launch` makes, with the kernel's
 // TIMELINE build writing timeline[B * Hkv][timeline_stride]. "" if it can run the shape.
 std::string timeline_why_not(const pa::DecodeShape& s, const pa::DeviceInfo& info);
 void launch_timeline(const pa::PagedDecodeArgs& a, uint64_t* timeline, int timeline_stride, cudaStream_t stream);
-}  // namespace lesson02::step8
+}  // namespace lesson02::step10
 
-// Step 9: step 8 with each row of a tile one bulk copy (sm_90's copy engine) whose bytes the
+// Step 11: step 10 with each row of a tile one bulk copy (sm_90's copy engine) whose bytes the
 // ring's barrier counts, so the producers wait only for free slots, never for their copies.
-namespace lesson02::step9 {
+namespace lesson02::step11 {
 std::string why_not(const pa::DecodeShape& s, const pa::DeviceInfo& info);
 void launch(const pa::PagedDecodeArgs& a, cudaStream_t stream);
 pa::LaunchGeometry geometry(const pa::DecodeShape& s, const pa::DeviceInfo& info);
-}  // namespace lesson02::step9
+}  // namespace lesson02::step11
 
-// Step 10: step 9 with one bulk copy per 16-token unit of a page (8 at D 256), the mma reading
+// Step 12: step 11 with one bulk copy per 16-token unit of a page (8 at D 256), the mma reading
 // the tile in a unit-interleaved order; sm_90, pages of at least one unit.
-namespace lesson02::step10 {
-// Step 8's layout rule, and the shallow ring (the two-per-SM layout, 3 slots) also when one
+namespace lesson02::step12 {
+// Step 10's layout rule, and the shallow ring (the two-per-SM layout, 3 slots) also when one
 // 8-head column block's grid covers 90 % of the SMs: with every SM streaming, a 6-slot ring
-// of unit copies puts more bytes in flight than the memory serves best (README, step 10).
+// of unit copies puts more bytes in flight than the memory serves best (README, step 12).
 int ctas_per_sm(const pa::DecodeShape& s, const pa::DeviceInfo& info);
 std::string why_not(const pa::DecodeShape& s, const pa::DeviceInfo& info);
 void launch(const pa::PagedDecodeArgs& a, cudaStream_t stream);
 pa::LaunchGeometry geometry(const pa::DecodeShape& s, const pa::DeviceInfo& info);
-}  // namespace lesson02::step10
+}  // namespace lesson02::step12

@@ -1,7 +1,7 @@
-// Lesson 02: the layout of the warp-specialised grouped CTA, which step 8 introduces and steps 9
+// Lesson 02: the layout of the warp-specialised grouped CTA, which step 10 introduces and steps 11
 // and 10 keep: the thread counts of the two roles, the shared-memory limits of one and two CTAs
 // per SM, and MmaLayout (tiles, ring depth, how the mma work spreads over the consumer warps).
-// Only the producers change from step 8 to steps 9 and 10, so the layout lives here, once.
+// Only the producers change from step 10 to steps 11 and 12, so the layout lives here, once.
 #pragma once
 
 #include "grouped_common.cuh"  // tile_tokens, tile_row_elems
@@ -11,7 +11,7 @@ namespace lesson02 {
 // What one CTA may ask for on sm_90 (227 KiB opt-in) less 1 KiB for the static arrays. Two
 // CTAs share an SM's 228 KiB, less 1 KiB the system keeps per CTA and room for the static
 // arrays; that layout also fits an A100 (163 KiB a CTA). GPUs with 99 KiB a CTA (sm_86,
-// sm_89) fit neither: the variant says so, and step 7 runs there.
+// sm_89) fit neither: the variant says so, and step 9 runs there.
 constexpr int kMmaSmemLimit = 226 * 1024;
 constexpr int kMmaSmemLimitTwoPerSm = 228 * 1024 / 2 - 1024 - 256;
 constexpr int kConsumerThreads = 256;  // warps 0..7: the math

@@ -1,6 +1,6 @@
-// Lesson 02, step 8: the tensor-core grouped CTA of step 7, with warps that only copy.
+// Lesson 02, step 10: the tensor-core grouped CTA of step 9, with warps that only copy.
 //
-// What changed since step 7 (step7_tensor_cores.cuh), and why: with the arithmetic on
+// What changed since step 9 (step9_tensor_cores.cuh), and why: with the arithmetic on
 // tensor cores cheap, one CTA per SM must keep DRAM busy. When the same warps issue the
 // copies and do the math, every copy waits behind the softmax and the mma chains of the
 // warp that issues it, and every warp waits at a CTA-wide barrier per tile. Here 4
@@ -9,7 +9,7 @@
 //   full[slot]   the tile has landed       (producers arrive, consumers wait)
 //   empty[slot]  the tile has been used    (consumers arrive, producers wait)
 // so a copy is issued as soon as a slot frees up, whatever the consumers are doing.
-//  * The math is step 7's: K and V stream alternately over the whole sequence
+//  * The math is step 9's: K and V stream alternately over the whole sequence
 //    (K0 V0 K1 V1 ...), logits and PV on mma.sync.m16n8k16, the softmax step on each K
 //    tile's logits. The logits are double-buffered by token tile, so the consumers need
 //    only two barriers of their own per token tile: before the softmax and before PV.

@@ -1,35 +1,13 @@
-// Lesson 02, step 7: the GQA-grouped CTA with its dot products on tensor cores.
+// Lesson 02, step 8: the q.K products on tensor cores (mma.sync), one 16-token x 8-head block per warp and step.
 //
-// What changed since step 6 (step6_grouped.cuh), and why: the arithmetic moves from CUDA
-// cores to tensor cores. A grouped CTA does `group` times the arithmetic of a per-head CTA
-// on the same bytes: for llama70b (group 8) that is 2 * 8 * D multiply-adds per 4 * D bytes
-// of K and V, and at full memory speed each SM would have to keep about half of its fp32
-// lanes busy on them alone (see the README). Written as matrices, the work on one tile of
-// staged tokens is two small GEMMs:
-//   logits[token][head] = K_tile[token][:] . q[head][:]         (tile x D) times (D x heads)
-//   out^T[d][head]     += V_tile^T[d][token] . P^T[token][head]  (D x tile) times (tile x heads)
-// and one warp instruction, mma.sync.m16n8k16, does a 16 x 8 x 16 block of either. The
-// CTA's heads are the 8-wide columns (n) of every mma (HEADS_PER_CTA: the group rounded up
-// to 8, 16 or 32); groups below 8 leave columns idle, which costs tensor-core time this
-// kernel has plenty of. Operands come from shared memory through ldmatrix: K rows as staged
-// (A of the first GEMM), V rows transposed on the way (A of the second), q rows (B of the
-// first). P is rounded to the storage type in registers for the second GEMM, as
-// FlashAttention does; maxima, sums and accumulators stay fp32.
-//  * K and V stream alternately over the whole sequence (K0 V0 K1 V1 ...) through one
-//    cp.async ring, instead of step 6's chunks of K tiles then V tiles: the softmax step
-//    runs on each token tile's logits (chunk_softmax with the tile as the chunk), so only
-//    one tile of logits is kept, and each output block (16 dims x 8 heads) stays in one
-//    warp's registers for the whole sequence.
-//  * Every warp does both jobs, as in step 6: all 256 threads copy the tile kStages - 1
-//    ahead, then compute on the current one, and one __syncthreads per tile says "the tile
-//    has landed, and the slot it frees is no longer read". Step 8 gives the copies warps of
-//    their own, because here a copy waits behind the math of the warp that issues it.
-//  * Rows past the sequence's end are zeroed in shared memory, never copied: an mma
-//    multiplies whole 16-row blocks, and a NaN in the cache times p = 0 is still NaN.
-//  * Tiles hold 16 KiB of K or V (128 tokens at D 64, 64 at D 128, 32 at D 256) and the
-//    ring has 4 of them: at most 94 KiB per CTA, which every sm_80+ GPU gives (99 KiB on
-//    sm_86 and sm_89), and two CTAs per SM where the SM has room.
-// Run: lesson02_thread_groups [--check | --bench] [--shape NAME] [--variant NAME] (--help lists the steps)
+// What changed since step 7 (step7_tile_stream.cuh), and why: the logits of a token tile are
+// one small GEMM, logits[token][head] = K_tile[token][:] . q[head][:], and one warp
+// instruction, mma.sync.m16n8k16, does a 16 x 8 x 16 block of it from ldmatrix loads of the
+// staged K rows (A) and the q rows (B, kept as 2-byte elements). The CTA's heads become mma
+// columns: the group is rounded up to 8, 16 or 32 (idle columns cost tensor-core time this
+// kernel has plenty of), and the zeroed rows past the end keep a block's NaN-free. The PV
+// step is still step 7's, on CUDA cores; step 9 moves it too.
+// Run: lesson02_thread_groups [--check | --bench] --variant grouped_mma_qk
 #pragma once
 
 #include <cuda_runtime.h>
@@ -38,9 +16,10 @@
 
 #include "device_math.cuh"
 #include "mma.cuh"
-#include "grouped_common.cuh"  // chunk_softmax, tile_row_elems
+#include "grouped_common.cuh"  // chunk_softmax, read_slice, tile_row_elems
+#include "step6_grouped.cuh"   // PvLayout
 
-namespace lesson02::step7 {
+namespace lesson02::step8 {
 
 constexpr int kThreads = 256;  // 8 warps, each of which copies and computes
 constexpr int kWarps = kThreads / 32;
@@ -56,17 +35,9 @@ struct MmaLayout {
     static constexpr int kNTiles = HEADS_PER_CTA / 8;       // 8-head column blocks
     static constexpr int kKSteps = kTile / 16;              // 16-token steps of a tile
     static constexpr int kQkItems = kKSteps * kNTiles;      // 16-token x 8-head logit blocks per tile
-    // Output blocks (16 dims x 8 heads) live in registers for the whole kernel. With fewer
-    // blocks than warps, kPvSplit warps share a block, each taking some of the tile's
-    // 16-token steps; their partial sums are added once, at the end.
-    static constexpr int kPvItems = HEAD_SIZE / 16 * kNTiles;
-    static constexpr int kPvSplit = kPvItems >= kWarps ? 1 : kWarps / kPvItems;
-    static constexpr int kWarpsPerSplit = kWarps / kPvSplit;
-    static constexpr int kPvItemsPerWarp = kPvItems / kWarpsPerSplit;
-    static constexpr int kKStepsPerSplit = kKSteps / kPvSplit;
     static constexpr int kLogitStride = kTile + 8;  // p[h][t], p[h][t + 1] as one 8-byte read, no bank conflict
     // Dynamic shared memory, in bytes:
-    //   tiles   [kStages][kTile][kRow] K or V elements (at the end: the split partial sums)
+    //   tiles   [kStages][kTile][kRow] K or V elements (at the end: the token lanes' PV partials)
     //   q       [HEADS_PER_CTA][kRow] elements, unscaled (heads past the group are zero)
     //   logits  [HEADS_PER_CTA][kTile + 8] floats: a token tile's logits, then its p. One
     //           buffer: the next token tile writes its logits only after the barrier that
@@ -82,11 +53,10 @@ struct MmaLayout {
     static_assert(HEADS_PER_CTA == 8 || HEADS_PER_CTA == 16 || HEADS_PER_CTA == 32, "heads are padded to 8, 16 or 32");
     static_assert(kTile % 32 == 0, "a tile starts on a page boundary for every page size (8, 16, 32)");
     static_assert(HEADS_PER_CTA >= kWarps, "chunk_softmax gives each head one whole warp");
-    static_assert(kPvItemsPerWarp * kWarpsPerSplit == kPvItems && kKStepsPerSplit * kPvSplit == kKSteps,
-                  "output blocks and token steps must spread evenly over the warps");
     static_assert(kStages >= 3, "the ring needs at least three slots");
     static_assert(kSmemBytes <= kSmemLimit, "the ring must fit every sm_80+ GPU");
-    static_assert((kPvSplit - 1) * HEADS_PER_CTA * HEAD_SIZE * 4 <= kStages * kTileBytes, "split partials reuse the ring");
+    static_assert(PvLayout<HEAD_SIZE, HEADS_PER_CTA>::kTokenLanes * HEADS_PER_CTA * HEAD_SIZE * 4 <= kStages * kTileBytes,
+                  "the token lanes' partials reuse the ring");
 };
 
 // The copies of K/V tiles into the ring with cp.async, by every thread of the CTA. Thread
@@ -138,8 +108,8 @@ struct TileCopier {
 
     // Stream tile s (even: K of token tile s / 2, odd: its V) into buf = its ring slot
     // [kTile][kRow], and commit it as one cp.async group. Rows past the sequence's end are
-    // zeroed: an mma multiplies whole 16-row blocks, and a stale NaN times p = 0 would still
-    // be NaN. Tiles must be issued in order.
+    // zeroed (this step never reads them; the mma of steps 8 and 9 multiplies whole 16-row
+    // blocks, and a stale NaN times p = 0 would still be NaN). Tiles must be issued in order.
     __device__ __forceinline__ void issue(scalar_t* buf, int s) {
         const scalar_t* cache = s % 2 == 0 ? k_cache : v_cache;
         buf += smem_offset;
@@ -156,9 +126,10 @@ struct TileCopier {
     }
 };
 
+
 template <class scalar_t, int HEAD_SIZE, int HEADS_PER_CTA>
 __global__ void __launch_bounds__(kThreads, 2)
-grouped_mma_decode_kernel(scalar_t* __restrict__ out,             // [B, H, D]
+grouped_mma_qk_decode_kernel(scalar_t* __restrict__ out,             // [B, H, D]
                           const scalar_t* __restrict__ q,         // [B, H, D]
                           const scalar_t* __restrict__ k_cache,   // [num_blocks, Hkv, block_size, D]
                           const scalar_t* __restrict__ v_cache,   // [num_blocks, Hkv, block_size, D]
@@ -166,9 +137,11 @@ grouped_mma_decode_kernel(scalar_t* __restrict__ out,             // [B, H, D]
                           const int* __restrict__ context_lens,   // [B]
                           int H, int Hkv, int group, int block_size, int max_blocks_per_seq, float scale) {
     using L = MmaLayout<HEAD_SIZE, HEADS_PER_CTA>;
+    using Pv = PvLayout<HEAD_SIZE, HEADS_PER_CTA>;
     constexpr int kRow = L::kRow;
     constexpr int kTile = L::kTile;
     constexpr int kStages = L::kStages;
+    constexpr int stride = L::kLogitStride;
 
     const int seq = blockIdx.y;
     const int kv_head = blockIdx.x;
@@ -215,16 +188,15 @@ grouped_mma_decode_kernel(scalar_t* __restrict__ out,             // [B, H, D]
     const int warp = threadIdx.x / 32;
     const int g = lane / 4, c = lane % 4;  // fragment row and column pair (see mma.cuh)
 
-    // This warp's output blocks: item = warp % kWarpsPerSplit + j * kWarpsPerSplit covers dims
-    // (item % (D/16)) * 16 .. + 16 and heads (item / (D/16)) * 8 .. + 8, over the 16-token steps
-    // of split `pv_split`. acc[j] = {(d g, h 2c), (d g, h 2c+1), (d g+8, h 2c), (d g+8, h 2c+1)}.
-    const int pv_split = warp / L::kWarpsPerSplit;
-    const int pv_first_item = warp % L::kWarpsPerSplit;
-    float acc[L::kPvItemsPerWarp][4];
+    // PV ownership: 8 dims (one 16-byte vector) of heads_per_thread heads, tokens split by lane.
+    const int pv_vec = threadIdx.x % Pv::kVecsPerRow;
+    const int pv_head_group = threadIdx.x / Pv::kVecsPerRow % Pv::kHeadGroups;
+    const int pv_token_lane = threadIdx.x / (Pv::kVecsPerRow * Pv::kHeadGroups);
+    float acc[Pv::kHeadsPerThread][8];
 #pragma unroll
-    for (int j = 0; j < L::kPvItemsPerWarp; ++j)
+    for (int j = 0; j < Pv::kHeadsPerThread; ++j)
 #pragma unroll
-        for (int e = 0; e < 4; ++e) acc[j][e] = 0.f;
+        for (int e = 0; e < 8; ++e) acc[j][e] = 0.f;
 
     for (int s = 0; s < num_stream_tiles; ++s) {
         pa::cp_async_wait<kStages - 2>();  // this thread's copies of tile s have landed
@@ -263,77 +235,72 @@ grouped_mma_decode_kernel(scalar_t* __restrict__ out,             // [B, H, D]
         }
 
         // 2. Every warp has written its logits (the barrier at the top): the softmax step
-        //    with the tile as the chunk (one warp per head), then every output block is
-        //    rescaled by its heads' alpha.
-        chunk_softmax<HEADS_PER_CTA, kWarps>(logits, L::kLogitStride, n, num_heads, m_run, l_run, alpha, red_max, red_sum);
+        //    with the tile as the chunk, then every accumulator is rescaled by its head's alpha.
+        chunk_softmax<HEADS_PER_CTA, kWarps>(logits, stride, n, num_heads, m_run, l_run, alpha, red_max, red_sum);
         __syncthreads();  // p and alpha are written
-        // 3. out^T[d][h] += V_tile^T[d][t] p[h][t], 16 tokens per mma. Tokens past the end and
-        //    idle heads give p = 0 (their V rows are zero too).
 #pragma unroll
-        for (int j = 0; j < L::kPvItemsPerWarp; ++j) {
-            const int item = pv_first_item + j * L::kWarpsPerSplit;
-            const int mt = item % (HEAD_SIZE / 16), nt = item / (HEAD_SIZE / 16);
-            const int h_acc = nt * 8 + 2 * c;  // heads of acc[j]: h_acc, h_acc + 1
-            const float a0 = h_acc < num_heads ? alpha[h_acc] : 0.f;
-            const float a1 = h_acc + 1 < num_heads ? alpha[h_acc + 1] : 0.f;
-            acc[j][0] *= a0;
-            acc[j][1] *= a1;
-            acc[j][2] *= a0;
-            acc[j][3] *= a1;
-            const int h_p = nt * 8 + g;  // the head whose p this lane packs into B
-            const float* prow = logits + h_p * L::kLogitStride;
-            const bool head_on = h_p < num_heads;
-            auto p_pair = [&](int t) {  // p[h_p][t], p[h_p][t + 1] (t even) as one operand register
-                const float2 pp = *reinterpret_cast<const float2*>(prow + t);
-                return pa::pack2(head_on && t < n ? pp.x : 0.f, head_on && t + 1 < n ? pp.y : 0.f, scalar_t{});
-            };
+        for (int j = 0; j < Pv::kHeadsPerThread; ++j) {
+            const int h = pv_head_group * Pv::kHeadsPerThread + j;
+            const float a = h < num_heads ? alpha[h] : 0.f;
 #pragma unroll
-            for (int kk = 0; kk < L::kKStepsPerSplit; ++kk) {  // steps past the end add zeros: no early exit
-                const int ks = pv_split * L::kKStepsPerSplit + kk;
-                uint32_t a[4], b[2];
-                // A = V^T: tokens ks*16 + (lane % 8) + (lane / 16) * 8, dims mt*16 + (lane / 8 % 2) * 8 .. + 8
-                pa::ldmatrix_x4_trans(a, buf + (ks * 16 + lane % 8 + lane / 16 * 8) * kRow + mt * 16 + lane / 8 % 2 * 8);
-                const int t = ks * 16 + 2 * c;
-                b[0] = p_pair(t);
-                b[1] = p_pair(t + 8);
-                pa::mma_16816<scalar_t>(acc[j], a, b);
+            for (int e = 0; e < 8; ++e) acc[j][e] *= a;
+        }
+
+        // 3. acc += p_t v_t over the tile, one 16-byte vector of the staged V row a token.
+#pragma unroll 2
+        for (int tt = pv_token_lane; tt < n; tt += Pv::kTokenLanes) {
+            float v[8];
+            pa::load8(buf + tt * kRow + pv_vec * 8, v);
+#pragma unroll
+            for (int j = 0; j < Pv::kHeadsPerThread; ++j) {
+                const int h = pv_head_group * Pv::kHeadsPerThread + j;
+                if (h >= num_heads) break;
+                const float p = logits[h * stride + tt];
+#pragma unroll
+                for (int e = 0; e < 8; ++e) acc[j][e] += p * v[e];
             }
         }
     }
 
-    // 4. Splits 1.. hand their partial sums to split 0 through the ring, which divides by the
-    //    running sum and stores out[seq, first_head + h, d].
-    float* partials = smem;  // [kPvSplit - 1][HEADS_PER_CTA][HEAD_SIZE]
+    // 4. Token lanes add up (through the ring), divide by the running sum, store 16 bytes.
     pa::cp_async_wait<0>();  // only empty groups are left, but leave none behind
     __syncthreads();         // every warp is done with the ring, and l_run is final
-    if constexpr (L::kPvSplit > 1) {
-        if (pv_split > 0) {
+    if constexpr (Pv::kTokenLanes > 1) {
+        float* partials = smem;  // [token_lanes][HEADS_PER_CTA][HEAD_SIZE]
 #pragma unroll
-            for (int j = 0; j < L::kPvItemsPerWarp; ++j) {
-                const int item = pv_first_item + j * L::kWarpsPerSplit;
-                const int d = item % (HEAD_SIZE / 16) * 16 + g, h = item / (HEAD_SIZE / 16) * 8 + 2 * c;
+        for (int j = 0; j < Pv::kHeadsPerThread; ++j) {
+            const int h = pv_head_group * Pv::kHeadsPerThread + j;
 #pragma unroll
-                for (int e = 0; e < 4; ++e)
-                    partials[((pv_split - 1) * HEADS_PER_CTA + h + (e & 1)) * HEAD_SIZE + d + (e >> 1) * 8] = acc[j][e];
-            }
+            for (int e = 0; e < 8; ++e)
+                partials[(pv_token_lane * HEADS_PER_CTA + h) * HEAD_SIZE + pv_vec * 8 + e] = acc[j][e];
         }
         __syncthreads();
-    }
-    if (pv_split == 0) {
+        if (pv_token_lane == 0) {
 #pragma unroll
-        for (int j = 0; j < L::kPvItemsPerWarp; ++j) {
-            const int item = pv_first_item + j * L::kWarpsPerSplit;
-            const int d = item % (HEAD_SIZE / 16) * 16 + g, h = item / (HEAD_SIZE / 16) * 8 + 2 * c;
+            for (int j = 0; j < Pv::kHeadsPerThread; ++j) {
+                const int h = pv_head_group * Pv::kHeadsPerThread + j;
+                // Not unrolled: with every token lane's loads hoisted, ptxas ran out of
+                // registers and spilled (step 6); this runs once per CTA.
+#pragma unroll 1
+                for (int lane_t = 1; lane_t < Pv::kTokenLanes; ++lane_t)
 #pragma unroll
-            for (int e = 0; e < 4; ++e) {
-                const int he = h + (e & 1), de = d + (e >> 1) * 8;
-                float o = acc[j][e];
-                for (int sp = 1; sp < L::kPvSplit; ++sp) o += partials[((sp - 1) * HEADS_PER_CTA + he) * HEAD_SIZE + de];
-                if (he < num_heads)
-                    out[(static_cast<size_t>(seq) * H + first_head + he) * HEAD_SIZE + de] = pa::from_float<scalar_t>(o / l_run[he]);
+                    for (int e = 0; e < 8; ++e) acc[j][e] += partials[(lane_t * HEADS_PER_CTA + h) * HEAD_SIZE + pv_vec * 8 + e];
             }
+        }
+    }
+    if (pv_token_lane == 0) {
+#pragma unroll
+        for (int j = 0; j < Pv::kHeadsPerThread; ++j) {
+            const int h = pv_head_group * Pv::kHeadsPerThread + j;
+            if (h >= num_heads) break;
+            const float inv_l = 1.f / l_run[h];
+            float o[8];
+#pragma unroll
+            for (int e = 0; e < 8; ++e) o[e] = acc[j][e] * inv_l;
+            // out[seq, first_head + h, pv_vec * 8 .. + 8]
+            pa::store8(out + (static_cast<size_t>(seq) * H + first_head + h) * HEAD_SIZE + pv_vec * 8, o);
         }
     }
 }
 
-}  // namespace lesson02::step7
+}  // namespace lesson02::step8

@@ -1,7 +1,7 @@
-// Lesson 02, step 10: step 9 with one bulk copy per 16-token unit of a page, not per row.
+// Lesson 02, step 12: step 11 with one bulk copy per 16-token unit of a page, not per row.
 //
-// What changed since step 9 (step9_bulk_rows.cuh), and why: with the consumers idle, step 9's
-// copies alone move about as many bytes per SM as step 8's whole kernel at one CTA per SM,
+// What changed since step 11 (step11_bulk_rows.cuh), and why: with the consumers idle, step 11's
+// copies alone move about as many bytes per SM as step 10's whole kernel at one CTA per SM,
 // and fewer on long contexts: the copy engine pays per copy, and a row is only D * 2 bytes.
 // A page of one KV head is contiguous in the cache ([num_blocks, Hkv, block_size, D]), so 16
 // tokens (8 at D 256) of it are one copy of 4 KiB (2 KiB at D 64), and a tile is 8 copies
@@ -17,8 +17,8 @@
 //  * a slot whose token is past the sequence's end gets the logit -inf (the softmax gives it
 //    p = 0, whatever its position), and its V row is zeros: the unit that holds the end is
 //    copied as its real rows only, the rest written with zeros (then a proxy fence).
-//  * pages of 8 tokens are smaller than a unit at D 64 and 128: step 10 refuses them by name.
-// Needs sm_90 (the copy engine), as step 9.
+//  * pages of 8 tokens are smaller than a unit at D 64 and 128: step 12 refuses them by name.
+// Needs sm_90 (the copy engine), as step 11.
 // Run: lesson02_thread_groups [--check | --bench] --variant grouped_mma_units
 #pragma once
 
@@ -45,7 +45,7 @@ struct UnitTile {
     __host__ __device__ static constexpr int slot_offset(int s) { return (s % kUnits) * kUnitElems + (s / kUnits) * HEAD_SIZE; }
     __host__ __device__ static constexpr int token_of(int s) { return (s % kUnits) * kUnitRows + s / kUnits; }
     static_assert(kUnitRows * HEAD_SIZE * 2 % 128 == 0, "units 16 bytes apart modulo 128: 8 units, 8 bank groups");
-    static_assert(kUnits * kUnitElems <= kTile * tile_row_elems(HEAD_SIZE), "a unit tile fits step 8's ring slot");
+    static_assert(kUnits * kUnitElems <= kTile * tile_row_elems(HEAD_SIZE), "a unit tile fits step 10's ring slot");
 };
 
 // The producer side: producer thread u < 8 copies unit u of every tile (tokens u * kUnitRows
@@ -151,7 +151,7 @@ grouped_unit_decode_kernel(scalar_t* __restrict__ out,             // [B, H, D]
     __syncthreads();  // the last CTA-wide barrier: from here on the two roles only meet at full/empty
 
     if (threadIdx.x >= kConsumerThreads) {
-        // Producers: step 9's loop, with unit copies.
+        // Producers: step 11's loop, with unit copies.
         UnitProducer<scalar_t, HEAD_SIZE> producer(threadIdx.x - kConsumerThreads, k_cache, v_cache, seq_pages, Hkv,
                                                       kv_head, block_size, ctx);
         for (int s = 0; s < num_stream_tiles; ++s) {

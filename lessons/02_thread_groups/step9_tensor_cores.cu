@@ -1,4 +1,4 @@
-// Lesson 02, step 7 (the grouped CTA on tensor cores): every instantiation, compiled once,
+// Lesson 02, step 9 (the grouped CTA on tensor cores): every instantiation, compiled once,
 // and its launcher.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
@@ -6,11 +6,11 @@
 #include "cuda_check.cuh"
 #include "dispatch.cuh"
 #include "launch_utils.cuh"
-#include "step7_tensor_cores.cuh"
+#include "step9_tensor_cores.cuh"
 #include "steps.h"
 #include "table.h"
 
-namespace lesson02::step7 {
+namespace lesson02::step9 {
 
 namespace {
 
@@ -36,7 +36,7 @@ bool with_kernel(pa::DType t, int D, int heads, F&& f) {
 }
 
 std::string not_built(pa::DType t, int D, int group) {
-    return pa::strf("lesson02 step 7 (tensor cores): no kernel built for %s, D %d, group %d "
+    return pa::strf("lesson02 step 9 (tensor cores): no kernel built for %s, D %d, group %d "
                     "(built: D 64/128/256, groups up to 32)",
                     pa::dtype_name(t), D, group);
 }
@@ -49,7 +49,7 @@ std::string why_not(const pa::DecodeShape& s, const pa::DeviceInfo& info) {
         return pa::strf("group %d needs the per-head mapping (steps 1-2): one grouped CTA serves at most 32 query heads",
                         group);
     if (s.block_size < 1 || s.block_size > 32 || (s.block_size & (s.block_size - 1)) != 0)
-        return pa::strf("block size %d: step 7 needs a power of two up to 32 (its tiles start on page boundaries)",
+        return pa::strf("block size %d: step 9 needs a power of two up to 32 (its tiles start on page boundaries)",
                         s.block_size);
     std::string reason;
     const bool built = with_kernel(s.dtype, s.D, heads_per_cta(group), [&](auto kernel, auto, int smem) {
@@ -89,4 +89,4 @@ pa::LaunchGeometry geometry(const pa::DecodeShape& s, const pa::DeviceInfo&) {
     return g;
 }
 
-}  // namespace lesson02::step7
+}  // namespace lesson02::step9

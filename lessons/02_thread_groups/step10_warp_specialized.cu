@@ -1,10 +1,10 @@
-// Step 8's instantiations, listed once (with_kernel), its layout rule, and its launchers: the
+// Step 10's instantiations, listed once (with_kernel), its layout rule, and its launchers: the
 // measured kernel and its timeline build.
 #include "grouped_launch.cuh"
-#include "step8_warp_specialized.cuh"
+#include "step10_warp_specialized.cuh"
 #include "steps.h"
 
-namespace lesson02::step8 {
+namespace lesson02::step10 {
 
 namespace {
 
@@ -36,7 +36,7 @@ void launch_built(const pa::PagedDecodeArgs& a, cudaStream_t stream) {
     const bool built = with_kernel<TIMELINE>(a.dtype, a.D, heads, per_sm,
                                              [&](auto kernel, int smem) { launch_grouped(kernel, smem, a, stream); });
     if (!built)
-        throw pa::CudaError(pa::strf("lesson02 step 8: no %skernel built for %s D %d with %d heads per CTA, %d per SM",
+        throw pa::CudaError(pa::strf("lesson02 step 10: no %skernel built for %s D %d with %d heads per CTA, %d per SM",
                                      TIMELINE ? "timeline " : "", pa::dtype_name(a.dtype), a.D, heads, per_sm));
 }
 
@@ -69,7 +69,7 @@ std::string why_not(const pa::DecodeShape& s, const pa::DeviceInfo& info) {
     const size_t need = smem_of(s.dtype, s.D, heads, ctas_per_sm(s, info));
     if (need == 0) return pa::strf("no kernel built for D %d", s.D);
     if (info.smem_per_block_optin > 0 && need + 1024 > static_cast<size_t>(info.smem_per_block_optin))
-        return pa::strf("stages K/V through %zu KiB of shared memory per CTA; this GPU (%s) gives %d KiB (step 7 fits)",
+        return pa::strf("stages K/V through %zu KiB of shared memory per CTA; this GPU (%s) gives %d KiB (step 9 fits)",
                         need / 1024, info.name.c_str(), info.smem_per_block_optin / 1024);
     return "";
 }
@@ -96,4 +96,4 @@ pa::LaunchGeometry geometry(const pa::DecodeShape& s, const pa::DeviceInfo& info
     return g;
 }
 
-}  // namespace lesson02::step8
+}  // namespace lesson02::step10

@@ -1,6 +1,6 @@
-// Lesson 02, step 9: step 8's warp-specialised CTA, with its rows copied by the copy engine.
+// Lesson 02, step 11: step 10's warp-specialised CTA, with its rows copied by the copy engine.
 //
-// What changed since step 8 (step8_warp_specialized.cuh), and why: step 8's producers copy
+// What changed since step 10 (step10_warp_specialized.cuh), and why: step 10's producers copy
 // with cp.async, whose completion a thread can only learn by waiting for its own copies
 // (cp.async.wait_group). So each producer issues tile s, then blocks until tile s - kLag has
 // landed before it may announce it, and only kLag + 1 tiles are ever on their way: two of a
@@ -12,11 +12,11 @@
 //  * Rows past the sequence's end are zeros, written by the producer thread that owns the
 //    row, then a proxy fence (the next bulk copy into that row is the copy engine's write,
 //    which barriers alone do not order after the thread's own), then a plain arrival.
-//  * Page ids are read a token tile ahead, as in step 8; a thread now needs one per tile.
-//  * Everything else, the layout (MmaLayout), the ring, the consumers' math, is step 8's.
-//  * Measured (README, step 9): faster than step 8 on every shape at two CTAs per SM, but
+//  * Page ids are read a token tile ahead, as in step 10; a thread now needs one per tile.
+//  * Everything else, the layout (MmaLayout), the ring, the consumers' math, is step 10's.
+//  * Measured (README, step 11): faster than step 10 on every shape at two CTAs per SM, but
 //    slower at one CTA per SM on the long contexts, so `auto` takes it at two per SM only.
-// Needs sm_90 (the copy engine); elsewhere the variant says so and step 8 runs.
+// Needs sm_90 (the copy engine); elsewhere the variant says so and step 10 runs.
 // Run: lesson02_thread_groups [--check | --bench] --variant grouped_mma_bulk
 #pragma once
 
