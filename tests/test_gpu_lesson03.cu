@@ -30,6 +30,15 @@ lesson03::SplitPlan even(int splits, bool head_rows = false) {
     return p;
 }
 
+// Step 1 (fused: step 2): the thread-group partitions, at any partition size.
+lesson03::SplitPlan step(int size, bool fused = false) {
+    lesson03::SplitPlan p;
+    p.tgs = lesson03::kStepTgs;
+    p.partition_size = size;
+    p.fused = fused;
+    return p;
+}
+
 lesson03::SplitPlan units(lesson03::SplitPlan p) {
     p.units = true;
     return p;
@@ -196,7 +205,8 @@ TEST_CASE("lesson03 refuses what it cannot run, by name", "[gpu][lesson03]") {
     const pa::DecodeShape g32_d256_long = pa::make_shape("g32-D256-long", 32, 1, {8192}, 256, 16, pa::DType::fp16);
     const lesson03::Choice c = lesson03::auto_choice(g32_d256_long, info);
     CHECK_FALSE(c.plan.head_rows);
-    CHECK(c.split == lesson03::why_not(fixed(128), g32_d256_long, info).empty());
+    CHECK(c.split);  // where the partition kernel does not fit this GPU, the steps
+    CHECK(c.plan.tgs == (lesson03::why_not(fixed(128), g32_d256_long, info).empty() ? 0 : lesson03::kStepTgs));
     // unit copies: pages of 8 are smaller than a unit at D 128 (auto copies rows there)
     const pa::DecodeShape pages8 = pa::make_shape("pages8", 8, 1, {4096}, 128, 8, pa::DType::fp16);
     if (units_run_here(info)) {
@@ -304,4 +314,103 @@ TEST_CASE("lesson03 two streams at once: scratch, merge counters and order table
         pa::testing::check_two_streams(v, a, b, kSeed + 11);
     }
     pa::testing::check_two_streams(lesson03::auto_variant(), a, b, kSeed + 12);
+    for (bool fused : {false, true})  // the steps: their scratch and per-head counters are the stream's too
+        pa::testing::check_two_streams(lesson03::variant(step(256, fused)), a, b, kSeed + 13);
+}
+
+// The ladder's first steps (step1_partitions.cuh, step2_fused_merge.cuh): lesson 02's step 2
+// with a partition axis, every sm_80+ GPU.
+TEST_CASE("lesson03 steps 1 and 2 (thread-group partitions, reduce or fused merge) match the reference on 40 random cases",
+          "[gpu][lesson03]") {
+    std::vector<pa::DecodeVariant> variants;
+    for (int size : {32, 100, 256}) variants.push_back(lesson03::variant(step(size)));
+    for (int size : {64, 512}) variants.push_back(lesson03::variant(step(size, true)));
+    const auto r = pa::testing::check_variants_on_random_cases(variants, kSeed + 31, 40);
+    CHECK(r.checked == 40 * 5);  // the steps take every group, head size and page size
+    CHECK(r.passed == r.checked);
+}
+
+TEST_CASE("lesson03 steps 1 and 2: sentinel partitions of mixed lengths, ctx 1, ctx 513 at partition 32, every page size and D",
+          "[gpu][lesson03]") {
+    std::vector<int> mixed;
+    for (int i = 0; i < 12; ++i) mixed.push_back(1 + (i * 1999) % 6000);  // 1 .. 5999 tokens: most partitions of the short ones are sentinels
+    for (int bs : {8, 16, 32})
+        for (int D : {64, 128, 256}) {
+            const pa::DType t = (bs + D) % 3 ? pa::DType::bf16 : pa::DType::fp16;
+            const pa::DecodeShape s = pa::make_shape(pa::strf("steps-mixed-bs%d-D%d", bs, D), 16, 4, mixed, D, bs, t);
+            const uint64_t seed = kSeed + 100 + bs + D;
+            for (int size : {32, 96, 256, 1000}) check_plan_on(step(size), s, seed);  // 96, 1000: not a power of two
+            for (int size : {32, 256}) check_plan_on(step(size, true), s, seed, 2);   // the counters are left at 0
+        }
+    for (bool fused : {false, true}) {
+        check_plan_on(step(32, fused), pa::make_shape("steps-ctx513", 8, 2, {513}, 128, 16, pa::DType::bf16), kSeed, 2);
+        check_plan_on(step(256, fused), pa::make_shape("steps-ctx1", 8, 8, {1, 1, 1}, 128, 16, pa::DType::fp16), kSeed, 2);
+        // a partition of one token, and contexts that end inside a thread-group step (16 tokens)
+        check_plan_on(step(1, fused), pa::make_shape("steps-p1", 4, 2, {1, 7, 40}, 64, 8, pa::DType::fp16), kSeed, 2);
+        check_plan_on(step(17, fused), pa::make_shape("steps-p17", 4, 1, {16, 17, 18, 33, 1000}, 256, 32, pa::DType::bf16),
+                      kSeed, 2);
+    }
+}
+
+TEST_CASE("lesson03 steps 1 and 2: contexts up to 131072 tokens, groups 1, 8, 32 and 64 (past the mma kernels)",
+          "[gpu][lesson03]") {
+    check_plan_on(step(512), pa::make_shape("steps-ctx128k-g8", 8, 1, {131072, 3}, 128, 16, pa::DType::bf16), kSeed);
+    check_plan_on(step(4096, true), pa::make_shape("steps-ctx128k-g8", 8, 1, {131072, 3}, 128, 16, pa::DType::fp16), kSeed, 2);
+    check_plan_on(step(256, true), pa::make_shape("steps-ctx100k-g32", 32, 1, {100003, 7}, 128, 16, pa::DType::fp16), kSeed, 2);
+    check_plan_on(step(128), pa::make_shape("steps-ctx65k-g1", 4, 4, {65537}, 128, 32, pa::DType::fp16), kSeed);
+    const pa::DecodeShape g64 = pa::make_shape("steps-g64", 64, 1, {5000, 3, 700}, 128, 16, pa::DType::bf16);
+    check_plan_on(step(256), g64, kSeed);
+    check_plan_on(step(256, true), g64, kSeed, 2);
+    // auto runs a group the mma partition kernel refuses (the steps or the single pass)
+    const pa::DeviceInfo info = pa::testing::gpu_for_test();
+    CHECK_FALSE(lesson03::why_not(fixed(256), g64, info).empty());
+    CHECK(lesson03::auto_variant().why_not(g64, info).empty());
+    const pa::DecodeProblem p = pa::make_decode_problem(g64, kSeed);
+    pa::DeviceDecodeProblem dev(p);
+    const pa::CheckResult r = pa::check_once(lesson03::auto_variant(), dev, p, pa::reference::softmax_decode(p));
+    INFO(r.message);
+    CHECK(r.pass);
+}
+
+TEST_CASE("lesson03 steps: refusals by name, and step 1's scratch is the mma kernel's (the same reduce reads both)",
+          "[gpu][lesson03]") {
+    const pa::DeviceInfo info = pa::testing::gpu_for_test();
+    const pa::DecodeShape s = pa::make_shape("steps-refuse", 8, 2, {3000, 10}, 128, 16, pa::DType::fp16);
+    CHECK(lesson03::why_not(step(0), s, info).find("not positive") != std::string::npos);
+    CHECK(lesson03::why_not(step(1 << 20), s, info).find("shared memory") != std::string::npos);  // 4 MiB of logits
+    lesson03::SplitPlan tgs4 = step(256);
+    tgs4.tgs = 4;
+    CHECK(lesson03::why_not(tgs4, s, info).find("TGS 8") != std::string::npos);
+    CHECK(lesson03::why_not(units(step(256)), s, info).find("fixed partitions only") != std::string::npos);
+    lesson03::SplitPlan steps_even = even(4);
+    steps_even.tgs = lesson03::kStepTgs;
+    CHECK(lesson03::why_not(steps_even, s, info).find("fixed partitions only") != std::string::npos);
+    CHECK(lesson03::why_not(step(256), s, info).empty());
+    // launch_partitions with step 1 and with the mma kernel, one reduce: the same answer
+    const pa::DecodeProblem p = pa::make_decode_problem(s, kSeed);
+    const std::vector<double> ref = pa::reference::softmax_decode(p);
+    pa::DeviceDecodeProblem dev(p);
+    const int parts = lesson03::grid_partitions(fixed(256), s.max_ctx()) + 3;  // 3 more than needed: sentinels
+    pa::DeviceBuffer<float> m(static_cast<size_t>(s.B) * s.H * parts), l(m.size()), acc(m.size() * s.D);
+    lesson03::SplitScratch sc;
+    sc.m = m.get();
+    sc.l = l.get();
+    sc.acc = acc.get();
+    sc.max_partitions = parts;
+    for (const lesson03::SplitPlan& plan : {step(256), fixed(256)}) {
+        if (!lesson03::why_not(plan, s, info).empty()) continue;  // the mma kernel, where this GPU fits it
+        INFO(lesson03::plan_name(plan));
+        m.fill_bytes(0xff);  // NaN: every entry must be written, sentinels included
+        l.fill_bytes(0xff);
+        acc.fill_bytes(0xff);
+        dev.poison_output();
+        const pa::PagedDecodeArgs a = dev.args();
+        lesson03::launch_partitions(a, plan, sc, nullptr);
+        lesson03::launch_reduce(a, sc, nullptr);
+        CUDA_CHECK(cudaDeviceSynchronize());
+        const pa::CheckResult r = pa::compare_output(dev.download_output(), ref, s.dtype);
+        INFO(r.message);
+        CHECK(r.pass);
+    }
+    CHECK_THROWS_AS(lesson03::launch_partitions(dev.args(), step(256, true), sc, nullptr), pa::CudaError);  // fused: no
 }

@@ -8,6 +8,7 @@
 #include <cmath>
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "cuda_check.cuh"
@@ -250,4 +251,47 @@ TEST_CASE("lesson04 two streams at once: each stream's pipeline has its own scra
         REQUIRE(v.why_not(b, info).empty());
         pa::testing::check_two_streams(v, a, b, kSeed + 11);
     }
+}
+
+// Lesson 03's step 1 (the thread-group partitions that fit every sm_80+ GPU, which the
+// pipelines run where the mma partition kernel does not fit) writes the scratch every reduce
+// here reads: each fix behind it, over its own scratch (pad_scratch's padded, the extra
+// entries sentinels), on the post's 17 segments and on mixed lengths.
+TEST_CASE("lesson04 every reduce behind lesson 03's step 1 partitions (the 99 KiB GPUs' pipeline)", "[gpu][lesson04]") {
+    const pa::DeviceInfo info = pa::testing::gpu_for_test();
+    const std::vector<std::pair<pa::DecodeShape, int>> cases = {
+        {pa::make_shape("step1-ctx513-p32", 8, 4, {513}, 128, 16, pa::DType::bf16), 32},
+        {pa::make_shape("step1-mixed", 8, 2, {1, 33, 513, 4000, 100}, 64, 8, pa::DType::fp16), 64},
+        {pa::make_shape("step1-D256", 4, 4, {3000, 17}, 256, 32, pa::DType::fp16), 128},
+    };
+    for (const auto& [s, size] : cases) {
+        lesson03::SplitPlan plan;
+        plan.tgs = lesson03::kStepTgs;
+        plan.partition_size = size;
+        REQUIRE(lesson03::why_not(plan, s, info).empty());
+        const pa::DecodeProblem p = pa::make_decode_problem(s, kSeed);
+        const std::vector<double> ref = pa::reference::softmax_decode(p);
+        pa::DeviceDecodeProblem dev(p);
+        for (Fix f : lesson04::all_fixes()) {
+            INFO(lesson04::fix_name(f) << " behind " << lesson03::plan_name(plan) << " on " << s.name);
+            lesson04::Scratch scratch;
+            const int parts = lesson04::scratch_partitions(f, lesson04::segments_for(s.max_ctx(), size));
+            REQUIRE(lesson04::reduce_why_not(f, s.D, parts).empty());
+            const lesson03::SplitScratch sc = scratch.get(s.B, s.H, s.D, parts, nullptr);
+            dev.poison_output();
+            const pa::PagedDecodeArgs a = dev.args();
+            lesson03::launch_partitions(a, plan, sc, nullptr);
+            lesson04::launch_reduce(f, a, sc, nullptr);
+            CUDA_CHECK(cudaDeviceSynchronize());
+            const pa::CheckResult r = pa::compare_output(dev.download_output(), ref, s.dtype);
+            INFO(r.message);
+            CHECK(r.pass);
+        }
+    }
+    // where the mma partition kernel runs, the pipelines keep it (the measured path)
+    const pa::DecodeShape s = cases[0].first;
+    const lesson03::SplitPlan fast = lesson04::partitions_plan(s, 32, info);
+    lesson03::SplitPlan mma;
+    mma.partition_size = 32;
+    CHECK(fast.tgs == (lesson03::why_not(mma, s, info).empty() ? 0 : lesson03::kStepTgs));
 }

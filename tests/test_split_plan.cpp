@@ -6,6 +6,7 @@
 #include <cmath>
 #include <limits>
 #include <set>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -250,4 +251,65 @@ TEST_CASE("longest_first_order: every cell once, the longest partitions first, t
     CHECK(s3[6].seq == 1);
     CHECK(s3.back().seq == 2);  // the empty ones last, in the grid's order: (1, 2), then (2, 2)
     CHECK(s3.back().part == 2);
+}
+
+TEST_CASE("plan names parse back: parse_plan_name(plan_name(p)) == p for every kind of plan; other text is refused",
+          "[cpu][split_k]") {
+    std::vector<lesson03::SplitPlan> plans;
+    int splits = 0;
+    for (int size : {1, 32, 64, 96, 128, 256, 512, 1024, 4096, 8192, 131072}) {
+        ++splits;  // a split count of its own for each size
+        for (int bits = 0; bits < 16; ++bits) {  // fused, head rows, units, longest first: every mix
+            lesson03::SplitPlan p;
+            p.partition_size = size;
+            p.fused = bits & 1;
+            p.head_rows = bits & 2;
+            p.units = bits & 4;
+            p.longest_first = bits & 8;
+            plans.push_back(p);
+            lesson03::SplitPlan e = p;  // the same mix with even splits
+            e.partition_size = 0;
+            e.splits = splits * 7;
+            plans.push_back(e);
+        }
+        for (int tgs : {4, 8, 16})
+            for (bool fused : {false, true}) {  // the steps: tgs, fused and the size only
+                lesson03::SplitPlan s;
+                s.tgs = tgs;
+                s.fused = fused;
+                s.partition_size = size;
+                plans.push_back(s);
+            }
+    }
+    std::set<std::string> names;
+    for (const auto& p : plans) {
+        const std::string name = lesson03::plan_name(p);
+        INFO(name);
+        names.insert(name);
+        lesson03::SplitPlan back;
+        back.partition_size = -7;  // overwritten on success
+        REQUIRE(lesson03::parse_plan_name(name, &back));
+        CHECK(back == p);
+    }
+    CHECK(names.size() == plans.size());  // one name per plan
+    // the names the lesson's variants carry
+    lesson03::SplitPlan p;
+    REQUIRE(lesson03::parse_plan_name("split_k_units_lpt_4096", &p));
+    CHECK((p.units && p.longest_first && !p.fused && !p.head_rows && p.partition_size == 4096 && p.splits == 0 && p.tgs == 0));
+    REQUIRE(lesson03::parse_plan_name("fused_merge_tgs8_256", &p));
+    CHECK((p.tgs == 8 && p.fused && p.partition_size == 256));
+    REQUIRE(lesson03::parse_plan_name("split_k_rows_even8", &p));
+    CHECK((p.head_rows && p.splits == 8 && p.partition_size == 0));
+    // not names of plans: the parser refuses them and leaves *out alone
+    const lesson03::SplitPlan untouched = p;
+    for (const char* bad : {"", "split_k", "split_k_", "split_k_0", "split_k_-5", "split_k_0256", "split_k_256x",
+                            "split_k_ 256", "split_k_fused_rows_256", "split_k_lpt_units_256", "split_k_fused_fused_256",
+                            "split_k_even", "split_k_even0", "split_k_even8_256", "split_k_1234567890", "split_k_rows_",
+                            "split_k_even", "partitions_tgs8", "partitions_tgs8_", "partitions_tgs_256", "partitions_tgs0_256",
+                            "partitions_tgs8_256_", "fused_merge_tgs8_0", "fused_merge_256", "single_pass", "auto",
+                            "SPLIT_K_256", "split_k_256 ", "xsplit_k_256"}) {
+        INFO("'" << bad << "'");
+        CHECK_FALSE(lesson03::parse_plan_name(bad, &p));
+        CHECK(p == untouched);
+    }
 }

@@ -13,9 +13,12 @@
 #include <functional>
 #include <map>
 #include <set>
+#include <string>
+#include <vector>
 
 #include "decode_driver.cuh"
 #include "decode_reference.h"
+#include "flags.h"
 #include "split_k.h"
 
 namespace {
@@ -32,15 +35,55 @@ const std::map<std::string, std::array<double, 3>> kPost4090 = {
     {"qwen1.5b-B1-ctx4k", {0.224, 0.068, 11}},  {"qwen7b-B1-ctx1k", {0.074, 0.063, 5}},
     {"qwen7b-B1-ctx2k", {0.129, 0.068, 5}},     {"qwen7b-B1-ctx4k", {0.256, 0.100, 5}}};
 
-// The measured split-k variants (every bench variant but single_pass and auto), named once in split_k.cu.
+// The measured split-k variants (every bench variant but single_pass and auto: the steps and
+// the split_k_ plans), named once in split_k.cu.
 const std::vector<std::string>& split_variants() {
     static const std::vector<std::string> names = [] {
         std::vector<std::string> v;
         for (const auto& var : lesson03::bench_variants())
-            if (var.name.rfind("split_k", 0) == 0) v.push_back(var.name);
+            if (var.name != "single_pass" && var.name != "auto") v.push_back(var.name);
         return v;
     }();
     return names;
+}
+
+const pa::LessonFlag kPartitionFlag{"--partition", true,
+                                    "--partition P   also run steps 1 and 2 and split_k_P, split_k_fused_P at partitions of P tokens",
+                                    {}};
+
+// Adds to `spec` what the command line names beyond the lists: with --partition P, the plans
+// at P; with --variant NAME, the plan of that name (lesson03::parse_plan_name: any plan can be
+// named, e.g. split_k_units_lpt_4096). Input it cannot read is left to the driver, which
+// refuses it in one line.
+void add_named_plans(int argc, char** argv, pa::DecodeLessonSpec& spec) {
+    pa::Flags f;
+    try {
+        f = pa::parse_flags(argc, argv, spec.flags);
+    } catch (const pa::FlagError&) {
+        return;
+    }
+    std::vector<lesson03::SplitPlan> plans;
+    if (f.has(kPartitionFlag.name)) {
+        int size = 0;
+        try {
+            size = static_cast<int>(f.lesson_int(kPartitionFlag.name, 1, 1 << 20, 0));
+        } catch (const pa::FlagError&) {
+            return;
+        }
+        for (const char* name : {"partitions_tgs8_", "fused_merge_tgs8_", "split_k_", "split_k_fused_"}) {
+            lesson03::SplitPlan p;
+            if (lesson03::parse_plan_name(name + std::to_string(size), &p)) plans.push_back(p);
+        }
+    }
+    lesson03::SplitPlan named;
+    if (!f.variant.empty() && lesson03::parse_plan_name(f.variant, &named)) plans.push_back(named);
+    for (const auto& p : plans) {
+        const std::string name = lesson03::plan_name(p);
+        auto known = [&](const std::vector<pa::DecodeVariant>& vs) {
+            return std::any_of(vs.begin(), vs.end(), [&](const pa::DecodeVariant& v) { return v.name == name; });
+        };
+        if (!known(spec.variants) && !known(spec.check_only_variants)) spec.variants.push_back(lesson03::variant(p));
+    }
 }
 
 std::vector<std::string> all_measured() {
@@ -156,10 +199,12 @@ int main(int argc, char** argv) {
     spec.lesson = "03";
     spec.title = "Lesson 03: split-k with a sentinel reduce, fused or two kernels, against lesson 02's single pass";
     spec.extra_usage =
-        "Variants: single_pass (lesson 02's auto), split_k_{64,128,256,512,1024,4096} (fixed partitions, then the\n"
-        "reduce), split_k_fused_{128,512} (the last partition CTA merges), split_k_rows_{64,128,256,512} (a group's\n"
-        "heads as mma rows, softmax in registers; groups of 9 to 32), split_k_even (one split count for the whole\n"
-        "batch), auto; checked only: split_k_32, split_k_fused_32, split_k_even8 and their split_k_rows_ forms.\n"
+        "Steps: partitions_tgs8_<P> (step 1: lesson 02's step 2 with a partition axis, then the reduce; every\n"
+        "sm_80+ GPU), fused_merge_tgs8_<P> (step 2: the last partition CTA merges), split_k_<P> (the mma partition\n"
+        "kernel), split_k_fused_<P>, split_k_rows_<P> (a group's heads as mma rows; groups of 9 to 32),\n"
+        "split_k_even<S> (one split count for the batch), split_k_units_<P> and split_k_units_lpt_<P> (sm_90 unit\n"
+        "copies, longest sequences first). --variant takes any such plan by its name (split_k_units_lpt_512,\n"
+        "partitions_tgs8_1000, split_k_rows_even6, ...); --partition P adds the four fixed-P plans at P.\n"
         "Long-context shapes (not in the catalogue list above): llama70b-B16-mixed, llama70b-B1-ctx128k,\n"
         "mqa-B1-ctx128k.\n";
     spec.variants = lesson03::bench_variants();
@@ -183,5 +228,11 @@ int main(int argc, char** argv) {
         }
     };
     spec.summarize = summarize;
+    spec.flags = {kPartitionFlag};
+    spec.passes = [](const pa::Flags& f) {  // --partition's value, refused here in one line (exit 2)
+        f.lesson_int(kPartitionFlag.name, 1, 1 << 20, 256);
+        return std::vector<pa::LessonPass>{};
+    };
+    add_named_plans(argc, argv, spec);
     return pa::run_decode_lesson(argc, argv, spec);
 }

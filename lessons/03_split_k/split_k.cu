@@ -11,6 +11,7 @@
 #include "lesson02.h"
 #include "split_k_head_rows.cuh"
 #include "split_k_partition.cuh"
+#include "split_steps.h"
 #include "split_workspace.cuh"
 #include "table.h"
 
@@ -196,6 +197,21 @@ std::string units_why_not(const void* kernel, int D, int block_size, const pa::D
     return why;
 }
 
+// A step's plan (tgs > 0) as far as the plan alone decides: "" or why the steps cannot run it.
+std::string step_plan_why_not(const SplitPlan& p) {
+    if (p.tgs != kStepTgs) return pa::strf("the thread-group steps are built for TGS %d, not %d", kStepTgs, p.tgs);
+    if (p.splits > 0 || p.head_rows || p.units || p.longest_first)
+        return "the thread-group steps take fixed partitions only (no even splits, head rows, unit copies or longest-first "
+               "order)";
+    return "";
+}
+
+std::string step_why_not(const SplitPlan& p, const pa::DecodeShape& s, const pa::DeviceInfo& info) {
+    const std::string why = step_plan_why_not(p);
+    if (!why.empty()) return why;
+    return p.fused ? step2::why_not(s, p.partition_size, info) : step1::why_not(s, p.partition_size, info);
+}
+
 template <bool FUSED>
 void launch_partition_kernel(const pa::PagedDecodeArgs& a, const SplitPlan& p, const SplitScratch& s, unsigned* counters,
                              cudaStream_t stream) {
@@ -225,6 +241,12 @@ void launch_partition_kernel(const pa::PagedDecodeArgs& a, const SplitPlan& p, c
 
 void launch_partitions(const pa::PagedDecodeArgs& a, const SplitPlan& p, const SplitScratch& s, cudaStream_t stream) {
     if (p.fused) throw pa::CudaError("lesson03: launch_partitions writes the scratch only; a fused plan merges in its own launch");
+    if (p.tgs > 0) {  // step 1: one CTA per (query head, sequence, partition) of s
+        const std::string why = step_plan_why_not(p);
+        if (!why.empty()) throw pa::CudaError("lesson03: " + plan_name(p) + ": " + why);
+        step1::launch(a, p.partition_size, s, stream);
+        return;
+    }
     if (p.splits == 0 && (p.partition_size < 32 || p.partition_size % 32 != 0))
         throw pa::CudaError(pa::strf("lesson03: partition size %d is not a positive multiple of 32", p.partition_size));
     if (s.max_partitions < grid_partitions(p, a.max_ctx))
@@ -254,6 +276,7 @@ void launch_reduce(const pa::PagedDecodeArgs& a, const SplitScratch& s, cudaStre
 }
 
 std::string why_not(const SplitPlan& p, const pa::DecodeShape& s, const pa::DeviceInfo& info) {
+    if (p.tgs > 0) return step_why_not(p, s, info);
     if (p.splits == 0 && (p.partition_size < 32 || p.partition_size % 32 != 0))
         return pa::strf("partition size %d is not a positive multiple of 32", p.partition_size);
     const int heads = heads_per_cta(s.group());
@@ -282,8 +305,21 @@ std::string why_not(const SplitPlan& p, const pa::DecodeShape& s, const pa::Devi
 
 void launch(const pa::PagedDecodeArgs& a, const SplitPlan& p, cudaStream_t stream) {
     const int partitions = grid_partitions(p, a.max_ctx);
-    pa::SplitBuffers& w = g_workspace.at_least(static_cast<size_t>(a.B) * a.H * partitions * (a.D + 2), static_cast<size_t>(a.B) * a.Hkv, stream);
+    // merge counters: one per (sequence, KV head) for the mma kernels, per (sequence, head) for the steps
+    const size_t counters = static_cast<size_t>(a.B) * (p.tgs > 0 ? a.H : a.Hkv);
+    pa::SplitBuffers& w = g_workspace.at_least(static_cast<size_t>(a.B) * a.H * partitions * (a.D + 2), counters, stream);
     const SplitScratch s = scratch_in(w, a.B, a.H, partitions);
+    if (p.tgs > 0) {
+        const std::string why = step_plan_why_not(p);
+        if (!why.empty()) throw pa::CudaError("lesson03: " + plan_name(p) + ": " + why);
+        if (p.fused) {
+            step2::launch(a, p.partition_size, s, w.counters.get(), stream);
+        } else {
+            step1::launch(a, p.partition_size, s, stream);
+            launch_reduce(a, s, stream);
+        }
+        return;
+    }
     if (p.fused) {
         launch_partition_kernel<true>(a, p, s, w.counters.get(), stream);
     } else {
@@ -293,6 +329,7 @@ void launch(const pa::PagedDecodeArgs& a, const SplitPlan& p, cudaStream_t strea
 }
 
 pa::LaunchGeometry geometry(const SplitPlan& p, const pa::DecodeShape& s, const pa::DeviceInfo&) {
+    if (p.tgs > 0) return p.fused ? step2::geometry(s, p.partition_size) : step1::geometry(s, p.partition_size);
     const Launch l = plan_launch(p, s.B, s.H, s.Hkv, grid_partitions(p, s.max_ctx()));
     pa::LaunchGeometry g;
     with_plan_kernel<false>(p, s.dtype, s.D, l, [&](auto kernel, int smem) {
@@ -335,6 +372,20 @@ ShapeFacts facts_of(const pa::DecodeShape& s, int sms) {
     return f;
 }
 
+namespace {
+
+// The partition size of the thread-group steps where auto runs them: the largest power of
+// two from 64 to 4096 tokens whose grid (B * H * partitions CTAs of 128 threads and a few
+// KiB) still gives every SM four CTAs; 64 where none does.
+int step_partition_size(const pa::DecodeShape& s, int sms) {
+    int size = 64;
+    for (int p = 128; p <= 4096; p *= 2)
+        if (static_cast<long long>(s.B) * s.H * num_partitions(s.max_ctx(), p) >= 4LL * sms) size = p;
+    return size;
+}
+
+}  // namespace
+
 Choice auto_choice(const pa::DecodeShape& s, const pa::DeviceInfo& info, bool parallel_reduce) {
     ShapeFacts f = facts_of(s, info.sms);
     f.parallel_reduce = parallel_reduce;
@@ -342,9 +393,20 @@ Choice auto_choice(const pa::DecodeShape& s, const pa::DeviceInfo& info, bool pa
     if (c.split && c.plan.head_rows && !why_not(c.plan, s, info).empty()) c.plan.head_rows = false;
     if (c.split && c.plan.units && !why_not(c.plan, s, info).empty()) c.plan.units = false;
     // one partition was worth it only with unit copies (our_rule): without them, the single pass
-    if (c.split && !c.plan.units && grid_partitions(c.plan, s.max_ctx()) < 2) return Choice{};
+    if (c.split && !c.plan.units && grid_partitions(c.plan, s.max_ctx()) < 2) c = Choice{};
     if (c.split && why_not(c.plan, s, info).empty()) return c;
-    return Choice{};
+    // The mma kernels cannot run here (a GPU with less shared memory, a group above 32): the
+    // thread-group steps, where split-k was wanted or the single pass cannot run the shape
+    // (fused, unless the caller's reduce follows the partitions).
+    const bool single_pass_runs = lesson02::why_not(lesson02::auto_config(s, info), s, info).empty();
+    if (!c.split && single_pass_runs) return c;
+    Choice step;
+    step.split = true;
+    step.plan.tgs = kStepTgs;
+    step.plan.partition_size = step_partition_size(s, info.sms);
+    step.plan.fused = !parallel_reduce;
+    if (single_pass_runs && grid_partitions(step.plan, s.max_ctx()) < 2) return Choice{};
+    return why_not(step.plan, s, info).empty() ? step : Choice{};
 }
 
 pa::DecodeVariant auto_variant() {
@@ -368,6 +430,15 @@ pa::DecodeVariant auto_variant() {
 }
 
 namespace {
+
+// Step 1 (fused: step 2) at partitions of `size` tokens.
+SplitPlan step_plan(int size, bool fused) {
+    SplitPlan p;
+    p.tgs = kStepTgs;
+    p.partition_size = size;
+    p.fused = fused;
+    return p;
+}
 
 SplitPlan fixed(int size, bool fused = false, bool head_rows = false) {
     SplitPlan p;
@@ -399,7 +470,7 @@ pa::DecodeVariant even_variant() {
 }  // namespace
 
 std::vector<pa::DecodeVariant> bench_variants() {
-    std::vector<pa::DecodeVariant> out = {single_pass_variant()};
+    std::vector<pa::DecodeVariant> out = {single_pass_variant(), variant(step_plan(256, false)), variant(step_plan(256, true))};
     for (int size : {64, 128, 256, 512, 1024, 4096}) out.push_back(variant(fixed(size)));
     for (int size : {128, 512}) out.push_back(variant(fixed(size, true)));
     for (int size : {64, 128, 256, 512, 1024}) out.push_back(variant(fixed(size, false, true)));  // groups of 9..32 only
@@ -435,7 +506,8 @@ std::vector<pa::DecodeVariant> check_only_variants() {
     SplitPlan rows_units32 = fixed(32, false, true), rows_units_fused32 = fixed(32, true, true), rows_units_even8 = rows_even8;
     units32.units = units_fused32.units = units_even8.units = true;
     rows_units32.units = rows_units_fused32.units = rows_units_even8.units = true;
-    return {variant(fixed(32)), variant(fixed(32, true)), variant(even8),
+    return {variant(step_plan(32, false)), variant(step_plan(32, true)),
+            variant(fixed(32)), variant(fixed(32, true)), variant(even8),
             variant(fixed(32, false, true)), variant(fixed(32, true, true)), variant(rows_even8),
             variant(units32), variant(units_fused32), variant(units_even8),
             variant(rows_units32), variant(rows_units_fused32), variant(rows_units_even8)};

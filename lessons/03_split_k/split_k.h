@@ -11,6 +11,7 @@
 #include "decode_args.h"
 #include "decode_driver.cuh"
 #include "split_plan.h"
+#include "split_steps.h"  // the steps' launchers, kStepTgs
 
 namespace lesson03 {
 
@@ -19,7 +20,8 @@ namespace lesson03 {
 // the sentinel (-inf, 0, 0). partition_size: a multiple of 32 (32 .. 512 are measured);
 // s.max_partitions may exceed num_partitions(max_ctx, partition_size).
 void launch_partitions(const pa::PagedDecodeArgs& a, int partition_size, const SplitScratch& s, cudaStream_t stream);
-// The same for any unfused plan (head rows, even splits): s.max_partitions >= grid_partitions(p, a.max_ctx).
+// The same for any unfused plan (head rows, even splits; a step's plan, tgs > 0: step 1, one CTA
+// per (sequence, query head, partition), the same scratch): s.max_partitions >= grid_partitions(p, a.max_ctx).
 void launch_partitions(const pa::PagedDecodeArgs& a, const SplitPlan& p, const SplitScratch& s, cudaStream_t stream);
 // The reduce: one CTA per (sequence, query head), out = sum_p e^(m_p - M) acc_p / sum_p e^(m_p - M) l_p.
 void launch_reduce(const pa::PagedDecodeArgs& a, const SplitScratch& s, cudaStream_t stream);
@@ -36,14 +38,18 @@ pa::DecodeVariant single_pass_variant();
 ShapeFacts facts_of(const pa::DecodeShape& s, int sms);
 pa::DecodeVariant auto_variant();
 // What `auto` runs on a shape: our_rule's choice when this GPU can run it, the partition kernel
-// where head rows cannot (D 256), else single pass (Choice{}). parallel_reduce: the plan is
-// for a reduce that loads all partitions at once (lesson 04's; ShapeFacts::parallel_reduce).
+// where head rows cannot (D 256); where neither mma kernel runs (a GPU with 99 KiB of shared
+// memory a CTA, a group above 32), step 2 (fused) or step 1 (parallel_reduce) wherever a
+// split was wanted or the single pass cannot run the shape; else single pass (Choice{}).
+// parallel_reduce: the plan is for a reduce that loads all partitions at once (lesson 04's;
+// ShapeFacts::parallel_reduce).
 Choice auto_choice(const pa::DecodeShape& s, const pa::DeviceInfo& info, bool parallel_reduce = false);
 
-// single_pass, split_k_{64,128,256,512,1024,4096}, split_k_fused_{128,512}, split_k_rows_{64,128,256,512}
+// single_pass, partitions_tgs8_256 (step 1), fused_merge_tgs8_256 (step 2), split_k_{64,128,256,512,1024,4096}, split_k_fused_{128,512}, split_k_rows_{64,128,256,512}
 // (head rows, groups of 9..32), split_k_even (one split count for the whole batch, the split-count rule's), auto.
 std::vector<pa::DecodeVariant> bench_variants();
-// Checked, not measured: partitions of 32 (many segments), fused and not; 8 even splits; the same three with head rows.
+// Checked, not measured: partitions of 32 (many segments) in steps 1 and 2 and in the mma kernel, fused
+// and not; 8 even splits; the same three with head rows (and with unit copies).
 std::vector<pa::DecodeVariant> check_only_variants();
 
 // The measured shapes: Table A, Table B, then the long ones (pa::long_context_shapes).

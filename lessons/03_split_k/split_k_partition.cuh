@@ -1,6 +1,11 @@
 // Lesson 03: split-k (Flash-Decoding, vLLM's v2 kernel): the partition kernel, its
 // sentinel, the reduce, and the fused form that needs no second launch.
 //
+// In the ladder: after steps 1 and 2 (step1_partitions.cuh, step2_fused_merge.cuh: the same
+// split-k on lesson 02's thread-group kernel, a few KiB of shared memory, every sm_80+ GPU),
+// the same ideas on lesson 02's fastest kernel. Its layouts need 113 KiB of shared memory a
+// CTA (8 heads, two CTAs per SM) or more, so GPUs with 99 KiB a CTA run steps 1 and 2 only.
+//
 // What changed since lesson 02's step 5 (step5_warp_specialized.cuh), and why: a
 // (sequence, KV head) of lesson 02 is one CTA, so a batch of one sequence gives the GPU
 // Hkv CTAs (8 for llama70b, 1 for MQA) however long the context is. Here the grid gains a
@@ -42,8 +47,9 @@
 #include "mbarrier.cuh"
 #include "mma.cuh"
 #include "split_plan.h"
-#include "step3_grouped.cuh"  // lesson 02: chunk_softmax, tile_tokens, tile_row_elems
-#include "step7_unit_copies.cuh"  // lesson 02: UnitTile, UnitProducer
+#include "split_reduce.cuh"  // merge_partitions, the reduce kernel
+#include "grouped_common.cuh"  // lesson 02: chunk_softmax, tile_tokens, tile_row_elems
+#include "step12_unit_copies.cuh"  // lesson 02: UnitTile, UnitProducer
 
 namespace lesson03 {
 
@@ -213,30 +219,6 @@ __device__ __forceinline__ int partition_tokens(int ctx, int partition_size, int
 // table decides which partitions start first.
 __device__ __forceinline__ int2 cta_cell(const int2* __restrict__ cell_order) {
     return cell_order ? cell_order[blockIdx.y + gridDim.y * blockIdx.z] : make_int2(blockIdx.y, blockIdx.z);
-}
-
-// Merges the partitions of heads first_head .. + num_heads of sequence `seq` into out, with
-// `threads` threads (thread index tid): M = max_p m_p, then out = sum_p w_p acc_p / sum_p w_p l_p
-// with w_p = exp(m_p - M). Sentinels (-inf, 0, 0) get w_p = 0: no mask, no partition count.
-// Reads go through L2 (__ldcg): the partitions were written by other CTAs, on other SMs.
-template <class scalar_t, int HEAD_SIZE>
-__device__ __forceinline__ void merge_partitions(scalar_t* __restrict__ out, const SplitScratch& sc, int seq, int H,
-                                                 int first_head, int num_heads, int tid, int threads) {
-    for (int i = tid; i < num_heads * HEAD_SIZE; i += threads) {
-        const int h = first_head + i / HEAD_SIZE, d = i % HEAD_SIZE;
-        const size_t row = (static_cast<size_t>(seq) * H + h) * sc.max_partitions;  // [B][H][max_partitions]
-        float M = -INFINITY;
-#pragma unroll 8
-        for (int p = 0; p < sc.max_partitions; ++p) M = fmaxf(M, __ldcg(sc.m + row + p));
-        float num = 0.f, den = 0.f;
-#pragma unroll 8
-        for (int p = 0; p < sc.max_partitions; ++p) {
-            const float w = __expf(__ldcg(sc.m + row + p) - M);  // 0 for a sentinel
-            num += w * __ldcg(sc.acc + (row + p) * HEAD_SIZE + d);
-            den += w * __ldcg(sc.l + row + p);
-        }
-        out[(static_cast<size_t>(seq) * H + h) * HEAD_SIZE + d] = pa::from_float<scalar_t>(num / den);
-    }
 }
 
 // Grid (Hkv, B, max_partitions): blockIdx.z is the partition (or cta_cell's, with an order
@@ -501,20 +483,6 @@ split_k_partition_kernel(scalar_t* __restrict__ out,             // [B, H, D] (F
         scratch.l[scratch_row + static_cast<size_t>(threadIdx.x) * scratch.max_partitions] = l_run[threadIdx.x];
     }
     merge_if_last();
-}
-
-// The reduce: one CTA per (query head, sequence), grid (H, B), kReduceThreads threads.
-constexpr int kReduceThreads = 128;
-template <class scalar_t, int HEAD_SIZE>
-__global__ void __launch_bounds__(kReduceThreads)
-split_k_reduce_kernel(scalar_t* __restrict__ out,  // [B, H, D]
-                      SplitScratch scratch, int H) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-    // Launched as a programmatic dependent of the partitions (sm_90): wait until they are
-    // complete and their scratch is visible. Without that launch attribute this returns at once.
-    asm volatile("griddepcontrol.wait;" ::: "memory");
-#endif
-    merge_partitions<scalar_t, HEAD_SIZE>(out, scratch, blockIdx.y, H, blockIdx.x, 1, threadIdx.x, kReduceThreads);
 }
 
 }  // namespace lesson03

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <string>
 
 namespace lesson03 {
 
@@ -71,10 +72,59 @@ std::vector<Cell> longest_first_order(const SplitPlan& p, const std::vector<int>
 }
 
 std::string plan_name(const SplitPlan& p) {
+    if (p.tgs > 0)
+        return std::string(p.fused ? "fused_merge_tgs" : "partitions_tgs") + std::to_string(p.tgs) + "_" +
+               std::to_string(p.partition_size);
     const std::string kind =
         std::string(p.head_rows ? "rows_" : "") + (p.units ? "units_" : "") + (p.longest_first ? "lpt_" : "");
-    if (p.splits > 0) return "split_k_" + kind + "even" + std::to_string(p.splits);
+    if (p.splits > 0) return "split_k_" + kind + (p.fused ? "fused_" : "") + "even" + std::to_string(p.splits);
     return "split_k_" + kind + (p.fused ? "fused_" : "") + std::to_string(p.partition_size);
+}
+
+namespace {
+
+// A positive int written in decimal without leading zeros (so that one plan has one name).
+bool parse_count(const std::string& text, int* out) {
+    if (text.empty() || text.size() > 9 || text[0] == '0') return false;
+    for (char ch : text)
+        if (ch < '0' || ch > '9') return false;
+    *out = std::stoi(text);
+    return true;
+}
+
+// Removes `prefix` from the front of `text` if it is there.
+bool eat(std::string& text, const std::string& prefix) {
+    if (text.compare(0, prefix.size(), prefix) != 0) return false;
+    text.erase(0, prefix.size());
+    return true;
+}
+
+}  // namespace
+
+bool parse_plan_name(const std::string& name, SplitPlan* out) {
+    SplitPlan p;
+    std::string rest = name;
+    if (eat(rest, "partitions_tgs") || (p.fused = eat(rest, "fused_merge_tgs"))) {  // the steps: <tgs>_<P>
+        const size_t sep = rest.find('_');
+        if (sep == std::string::npos || !parse_count(rest.substr(0, sep), &p.tgs) ||
+            !parse_count(rest.substr(sep + 1), &p.partition_size))
+            return false;
+    } else {  // split_k_[rows_][units_][lpt_][fused_](<P> | even<S>), in plan_name's order
+        if (!eat(rest, "split_k_")) return false;
+        p.head_rows = eat(rest, "rows_");
+        p.units = eat(rest, "units_");
+        p.longest_first = eat(rest, "lpt_");
+        p.fused = eat(rest, "fused_");
+        if (eat(rest, "even")) {
+            p.partition_size = 0;
+            if (!parse_count(rest, &p.splits)) return false;
+        } else if (!parse_count(rest, &p.partition_size)) {
+            return false;
+        }
+    }
+    if (plan_name(p) != name) return false;  // e.g. a name that plan_name would write otherwise
+    *out = p;
+    return true;
 }
 
 namespace {

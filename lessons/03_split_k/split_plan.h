@@ -52,6 +52,12 @@ int num_partitions(int ctx, int partition_size);
 // longest_first: the CTAs start in the order of longest_first_order (the longest partitions
 // first, the empty ones last) instead of the grid's own order; planned on the host from the
 // batch's lengths (PagedDecodeArgs::context_lens_host; without them, the grid's order).
+// tgs > 0: the ladder's first steps (step1_partitions.cuh, step2_fused_merge.cuh; fused: step
+// 2), lesson 02's step 2 with a partition axis, one CTA per (sequence, query head, partition)
+// with thread groups of tgs lanes and a few KiB of shared memory: they run on every sm_80+ GPU.
+// They take fixed partitions only (no splits, head rows, unit copies or longest-first order).
+// tgs == 0: the mma kernels (split_k_partition.cuh, split_k_head_rows.cuh), which need
+// 113 KiB of shared memory a CTA or more.
 // Unit copies pay from partitions of one 128-token tile (measured; our_rule and lesson 04 use it).
 constexpr int kUnitsSmallestPartition = 128;
 
@@ -62,6 +68,13 @@ struct SplitPlan {
     bool head_rows = false;
     bool units = false;
     bool longest_first = false;
+    int tgs = 0;
+
+    bool operator==(const SplitPlan& o) const {
+        return partition_size == o.partition_size && splits == o.splits && fused == o.fused && head_rows == o.head_rows &&
+               units == o.units && longest_first == o.longest_first && tgs == o.tgs;
+    }
+    bool operator!=(const SplitPlan& o) const { return !(*this == o); }
 };
 
 // One CTA's work in a split-k grid: partition `part` of sequence `seq` (for every KV head:
@@ -86,8 +99,14 @@ int partition_tokens(const SplitPlan& p, int ctx);
 
 // CSV names: split_k_256, split_k_even8 (splits), split_k_fused_256, split_k_rows_256 (head rows),
 // split_k_units_256, split_k_units_fused_256 and split_k_rows_units_256 (unit copies),
-// split_k_units_lpt_2048 (longest first; "lpt" after the units, before fused).
+// split_k_units_lpt_2048 (longest first; "lpt" after the units, before fused); the steps:
+// partitions_tgs8_256 (step 1), fused_merge_tgs8_256 (step 2).
 std::string plan_name(const SplitPlan& p);
+// The inverse of plan_name: true and *out set when `name` is the name of a plan (a positive
+// partition size or split count, written without leading zeros; an even plan's partition_size
+// is 0); false for any other text. parse_plan_name(plan_name(p)) gives p back for every plan
+// whose fields plan_name writes (a step's plan: tgs, fused and the partition size only).
+bool parse_plan_name(const std::string& name, SplitPlan* out);
 
 // What a rule decides for a shape: single pass, or split-k with this plan.
 struct Choice {

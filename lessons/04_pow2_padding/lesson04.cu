@@ -60,19 +60,19 @@ void launch_pipeline(Fix f, const pa::PagedDecodeArgs& a, int partition_size, Sc
         throw pa::CudaError(pa::strf("lesson04: partition size %d is not one of 32, 64, 128, 256, 512", partition_size));
     const int segments = segments_for(a.max_ctx, partition_size);
     const lesson03::SplitScratch s = scratch.get(a.B, a.H, a.D, scratch_partitions(f, segments), stream);
-    lesson03::launch_partitions(a, partition_size, s, stream);  // one CTA per entry: pad_scratch's grid is padded too
+    // one CTA per entry: pad_scratch's grid is padded too
+    lesson03::launch_partitions(a, partitions_plan(pa::launch_shape(a), partition_size, pa::current_device_info()), s, stream);
     launch_reduce(f, a, s, stream);
 }
 
-namespace {
-
-lesson03::SplitPlan plan_of(const pa::DecodeShape& s, int partition_size) {
+lesson03::SplitPlan partitions_plan(const pa::DecodeShape& s, int partition_size, const pa::DeviceInfo& info) {
     lesson03::SplitPlan p;
     p.partition_size = partition_size_for(s, partition_size);
-    return p;
+    if (lesson03::why_not(p, s, info).empty()) return p;
+    lesson03::SplitPlan step = p;  // lesson 03's step 1: the same scratch, a few KiB of shared memory
+    step.tgs = lesson03::kStepTgs;
+    return lesson03::why_not(step, s, info).empty() ? step : p;
 }
-
-}  // namespace
 
 std::string why_not(Fix f, const pa::DecodeShape& s, const pa::DeviceInfo& info, int partition_size) {
     const int ps = partition_size_for(s, partition_size);
@@ -82,7 +82,7 @@ std::string why_not(Fix f, const pa::DecodeShape& s, const pa::DeviceInfo& info,
     if (!is_partition_size(ps)) return pa::strf("partition size %d is not one of 32, 64, 128, 256, 512", ps);
     const std::string reduce = reduce_why_not(f, s.D, scratch_partitions(f, segments_for(s.max_ctx(), ps)));
     if (!reduce.empty()) return reduce;
-    const std::string partitions = lesson03::why_not(plan_of(s, ps), s, info);
+    const std::string partitions = lesson03::why_not(partitions_plan(s, ps, info), s, info);
     return partitions.empty() ? "" : "lesson 03's partition kernel: " + partitions;
 }
 
@@ -98,9 +98,9 @@ pa::DecodeVariant variant(Fix f, int partition_size) {
         launch_pipeline(f, a, ps, *scratch, st);
     };
     v.geometry = [f, partition_size](const pa::DecodeShape& s, const pa::DeviceInfo& info) {
-        const lesson03::SplitPlan plan = plan_of(s, partition_size);
+        const lesson03::SplitPlan plan = partitions_plan(s, partition_size, info);
         pa::LaunchGeometry g = lesson03::geometry(plan, s, info);  // the partition kernel's
-        g.ctas = static_cast<long long>(s.B) * s.Hkv * scratch_partitions(f, segments_for(s.max_ctx(), plan.partition_size));
+        g.ctas = g.ctas / g.partitions * scratch_partitions(f, segments_for(s.max_ctx(), plan.partition_size));
         return g;
     };
     return v;
@@ -124,7 +124,8 @@ void launch_plan(const pa::PagedDecodeArgs& a, const lesson03::SplitPlan& p, Scr
 }
 
 // split_pow2_<P>'s plan on a shape: head rows where lesson 03 takes them, else the partition
-// kernel; unit copies where lesson 03's rule would use them and the GPU and pages allow.
+// kernel; unit copies where lesson 03's rule would use them and the GPU and pages allow; on a
+// GPU that fits neither, lesson 03's step 1.
 lesson03::SplitPlan fixed_plan(int partition_size, const pa::DecodeShape& s, const pa::DeviceInfo& info) {
     lesson03::SplitPlan p;
     p.partition_size = partition_size;
@@ -132,6 +133,12 @@ lesson03::SplitPlan fixed_plan(int partition_size, const pa::DecodeShape& s, con
     if (!lesson03::why_not(p, s, info).empty()) p.head_rows = false;
     p.units = partition_size >= lesson03::kUnitsSmallestPartition;
     if (p.units && !lesson03::why_not(p, s, info).empty()) p.units = false;
+    if (!lesson03::why_not(p, s, info).empty()) {  // the mma kernels do not fit: lesson 03's step 1
+        lesson03::SplitPlan step;
+        step.partition_size = partition_size;
+        step.tgs = lesson03::kStepTgs;
+        if (lesson03::why_not(step, s, info).empty()) p = step;
+    }
     return p;
 }
 

@@ -63,6 +63,10 @@ class Scratch {
 // The partition size a pipeline uses on shape s: partition_size if non-zero, else
 // pick_partition_size (the smallest of 32..512 with at most kMaxSegments segments).
 int partition_size_for(const pa::DecodeShape& s, int partition_size = 0);
+// Lesson 03's partitions at the pipeline's size on shape s: its mma partition kernel where this
+// GPU runs it, else its step 1 (the thread-group partitions, a few KiB of shared memory: every
+// sm_80+ GPU). Both write the same scratch (split_plan.h), so every reduce here reads either.
+lesson03::SplitPlan partitions_plan(const pa::DecodeShape& s, int partition_size, const pa::DeviceInfo& info);
 // Partition kernel over the scratch fix f allocates (pad_scratch: next_pow2(segments) entries
 // per head, so the grid grows too and the extra CTAs write sentinels), then the reduce.
 void launch_pipeline(Fix f, const pa::PagedDecodeArgs& a, int partition_size, Scratch& scratch, cudaStream_t stream);

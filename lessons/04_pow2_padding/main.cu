@@ -336,7 +336,7 @@ int main(int argc, char** argv) {
 
     for (int i = 1; i < argc; ++i)
         if (std::string(argv[i]) == "--plans") return run_plans(argc, argv);
-    const pa::Flags f = pa::parse_flags_or_exit(argc, argv, pa::decode_usage(kProgram, spec.extra_usage));
+    const pa::Flags f = pa::parse_flags_or_exit(argc, argv, pa::decode_lesson_usage(spec));
     const bool sweep = !f.check_only && f.shapes.empty() && !f.explicit_shape();
     if (!sweep) return pa::run_decode_lesson(argc, argv, spec);  // --check, or the driver's table on given shapes
 

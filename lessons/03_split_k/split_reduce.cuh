@@ -1,0 +1,52 @@
+// Lesson 03: split-k's merge of the partitions (M = max m_p, out = sum e^(m_p - M) acc_p /
+// sum e^(m_p - M) l_p), as the reduce kernel and as the fused merge of every partition kernel
+// (step1_partitions.cuh, step2_fused_merge.cuh, split_k_partition.cuh, split_k_head_rows.cuh).
+// The scratch it reads is split_plan.h's SplitScratch, whichever kernel wrote it.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include "device_math.cuh"
+#include "split_plan.h"
+
+namespace lesson03 {
+
+// Merges the partitions of heads first_head .. + num_heads of sequence `seq` into out, with
+// `threads` threads (thread index tid): M = max_p m_p, then out = sum_p w_p acc_p / sum_p w_p l_p
+// with w_p = exp(m_p - M). Sentinels (-inf, 0, 0) get w_p = 0: no mask, no partition count.
+// Reads go through L2 (__ldcg): the partitions were written by other CTAs, on other SMs.
+template <class scalar_t, int HEAD_SIZE>
+__device__ __forceinline__ void merge_partitions(scalar_t* __restrict__ out, const SplitScratch& sc, int seq, int H,
+                                                 int first_head, int num_heads, int tid, int threads) {
+    for (int i = tid; i < num_heads * HEAD_SIZE; i += threads) {
+        const int h = first_head + i / HEAD_SIZE, d = i % HEAD_SIZE;
+        const size_t row = (static_cast<size_t>(seq) * H + h) * sc.max_partitions;  // [B][H][max_partitions]
+        float M = -INFINITY;
+#pragma unroll 8
+        for (int p = 0; p < sc.max_partitions; ++p) M = fmaxf(M, __ldcg(sc.m + row + p));
+        float num = 0.f, den = 0.f;
+#pragma unroll 8
+        for (int p = 0; p < sc.max_partitions; ++p) {
+            const float w = __expf(__ldcg(sc.m + row + p) - M);  // 0 for a sentinel
+            num += w * __ldcg(sc.acc + (row + p) * HEAD_SIZE + d);
+            den += w * __ldcg(sc.l + row + p);
+        }
+        out[(static_cast<size_t>(seq) * H + h) * HEAD_SIZE + d] = pa::from_float<scalar_t>(num / den);
+    }
+}
+
+// The reduce: one CTA per (query head, sequence), grid (H, B), kReduceThreads threads.
+constexpr int kReduceThreads = 128;
+template <class scalar_t, int HEAD_SIZE>
+__global__ void __launch_bounds__(kReduceThreads)
+split_k_reduce_kernel(scalar_t* __restrict__ out,  // [B, H, D]
+                      SplitScratch scratch, int H) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    // Launched as a programmatic dependent of the partitions (sm_90): wait until they are
+    // complete and their scratch is visible. Without that launch attribute this returns at once.
+    asm volatile("griddepcontrol.wait;" ::: "memory");
+#endif
+    merge_partitions<scalar_t, HEAD_SIZE>(out, scratch, blockIdx.y, H, blockIdx.x, 1, threadIdx.x, kReduceThreads);
+}
+
+}  // namespace lesson03

@@ -1,0 +1,44 @@
+// Lesson 03, step 2 (fused merge): every instantiation, compiled once, and its launcher (the
+// host side it shares with step 1 is partition_steps.cuh).
+#include "partition_steps.cuh"
+#include "step2_fused_merge.cuh"
+
+namespace lesson03::step2 {
+
+namespace {
+
+struct Kernels {
+    static constexpr const char* kStep = "step 2 (fused merge)";
+    static constexpr int kThreads = step2::kThreads;
+    static size_t smem_bytes(int D, int partition_size) { return step2::smem_bytes(D, partition_size); }
+    template <class T, int D>
+    static auto get() {
+        return fused_merge_kernel<T, D, kStepTgs>;
+    }
+    template <class T, class K>
+    static void run(K kernel, dim3 grid, size_t smem, cudaStream_t stream, const pa::PagedDecodeArgs& a, int partition_size,
+                    const SplitScratch& s, unsigned* counters) {
+        kernel<<<grid, kThreads, smem, stream>>>(static_cast<T*>(a.out), static_cast<const T*>(a.q),
+                                                 static_cast<const T*>(a.k_cache), static_cast<const T*>(a.v_cache),
+                                                 a.block_table, a.context_lens, a.Hkv, a.H / a.Hkv, a.block_size,
+                                                 a.max_blocks_per_seq, a.scale, partition_size, s, counters);
+    }
+};
+
+}  // namespace
+
+std::string why_not(const pa::DecodeShape& s, int partition_size, const pa::DeviceInfo& info) {
+    return partition_steps::why_not<Kernels>(s, partition_size, info);
+}
+
+void launch(const pa::PagedDecodeArgs& a, int partition_size, const SplitScratch& s, unsigned* counters,
+            cudaStream_t stream) {
+    if (!counters) throw pa::CudaError("lesson03 step 2 (fused merge): no merge counters");
+    partition_steps::launch<Kernels>(a, partition_size, s, counters, stream);
+}
+
+pa::LaunchGeometry geometry(const pa::DecodeShape& s, int partition_size) {
+    return partition_steps::geometry<Kernels>(s, partition_size);
+}
+
+}  // namespace lesson03::step2
