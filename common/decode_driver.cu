@@ -145,7 +145,7 @@ void print_decode_rows(const std::vector<ResultRow>& rows, const DeviceInfo& inf
 int run_decode_checks(const std::vector<DecodeShape>& shapes, const std::vector<DecodeVariant>& variants,
                       const DecodeReference& reference, uint64_t seed, const DeviceInfo& info) {
     int total = 0, passed = 0;
-    std::vector<std::pair<std::string, std::pair<int, std::string>>> not_run;  // variant -> (shapes, first reason)
+    std::vector<std::pair<std::pair<std::string, std::string>, int>> not_run;  // (variant, reason) -> shapes
     std::printf("correctness check (seed %llu): reference in double from the rounded inputs\n",
                 static_cast<unsigned long long>(seed));
     for (const auto& s : shapes) {
@@ -155,9 +155,10 @@ int run_decode_checks(const std::vector<DecodeShape>& shapes, const std::vector<
         for (const auto& v : variants) {
             const std::string why = v.why_not(s, info);
             if (!why.empty()) {
-                auto it = std::find_if(not_run.begin(), not_run.end(), [&](const auto& e) { return e.first == v.name; });
-                if (it == not_run.end()) it = not_run.insert(not_run.end(), {v.name, {0, why}});
-                ++it->second.first;
+                const std::pair<std::string, std::string> key{v.name, why};
+                auto it = std::find_if(not_run.begin(), not_run.end(), [&](const auto& e) { return e.first == key; });
+                if (it == not_run.end()) it = not_run.insert(not_run.end(), {key, 0});
+                ++it->second;
                 continue;
             }
             const CheckResult r = check_once(v, dev, p, ref);
@@ -167,8 +168,8 @@ int run_decode_checks(const std::vector<DecodeShape>& shapes, const std::vector<
                         s.name.c_str(), r.rel_err, r.max_abs_err, r.pass ? "" : "  ", r.message.c_str());
         }
     }
-    for (const auto& [name, e] : not_run)  // one line per variant, with the reason of its first shape
-        std::printf("  (%s not run on %d shape%s: %s)\n", name.c_str(), e.first, e.first == 1 ? "" : "s", e.second.c_str());
+    for (const auto& [key, n] : not_run)  // one line per variant and reason
+        std::printf("  (%s not run on %d shape%s: %s)\n", key.first.c_str(), n, n == 1 ? "" : "s", key.second.c_str());
     std::printf("%d/%d %s\n", passed, total, passed == total ? "PASS" : "FAIL");
     return total - passed;
 }

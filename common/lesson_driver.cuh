@@ -105,10 +105,10 @@ class CheckTally {
         passed_ += pass;
         std::printf("  %s %s\n", pass ? "PASS" : "FAIL", text.c_str());
     }
-    // A shape the variant cannot run, and why (the first reason is kept per variant).
+    // A shape the variant cannot run, and why (one line per variant and reason).
     void skipped(const std::string& variant, const std::string& why) {
         for (auto& e : not_run_)
-            if (e.variant == variant) {
+            if (e.variant == variant && e.why == why) {
                 ++e.shapes;
                 return;
             }

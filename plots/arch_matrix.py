@@ -19,6 +19,7 @@ COLUMNS = ["gpu", "build", "cap_kib", "lesson", "program", "variant", "passed", 
 PASS = re.compile(r"^\s+(PASS|FAIL)\s+(\S+)\s")
 NOT_RUN = re.compile(r"^\s+\((\S+) not run on (\d+) shapes?: (.*)\)\s*$")
 UNAVAILABLE = re.compile(r"^unavailable: (.*) \((.*)\)\s*$")
+UNAVAILABLE_ONE = re.compile(r"^(\w+): ((?:not built|unavailable)\b.*)$")
 SKIPPED_ROWS = re.compile(r"^(.*) skipped: (.*)$")
 EXIT = re.compile(r"^exit (\d+)\s*$")
 NAME = re.compile(r"^(native|sm80)__(none|\d+)__(lesson(\d\d)_\w+)\.log$")
@@ -29,13 +30,13 @@ def parse_log(path, gpu):
     if not m:
         raise SystemExit(f"arch_matrix.py: {path}: expected <native|sm80>__<cap>__lessonNN_name.log")
     build, cap, program, lesson = m.groups()
-    variants = {}  # name -> [passed, failed, refused, reason]
+    variants = {}  # name -> [passed, failed, refused, reason, {reason: shapes}]
     order = []
     exit_code = None
 
     def entry(name):
         if name not in variants:
-            variants[name] = [0, 0, 0, ""]
+            variants[name] = [0, 0, 0, "", {}]
             order.append(name)
         return variants[name]
 
@@ -47,18 +48,22 @@ def parse_log(path, gpu):
             elif (n := NOT_RUN.match(line)):
                 e = entry(n.group(1))
                 e[2] += int(n.group(2))
-                e[3] = e[3] or n.group(3)
+                e[4][n.group(3)] = e[4].get(n.group(3), 0) + int(n.group(2))
+                e[3] = max(e[4], key=e[4].get)  # the reason of the most shapes
             elif (u := UNAVAILABLE.match(line)):
                 for name in u.group(1).split(", "):
                     e = entry(name.strip())
                     e[3] = e[3] or u.group(2)
+            elif (u := UNAVAILABLE_ONE.match(line)):
+                e = entry(u.group(1))
+                e[3] = e[3] or u.group(2)
             elif (x := EXIT.match(line)):
                 exit_code = int(x.group(1))
     if exit_code is None:
         raise SystemExit(f"arch_matrix.py: {path} has no final 'exit N' line")
     rows = []
     for name in order:
-        passed, failed, refused, reason = variants[name]
+        passed, failed, refused, reason, _ = variants[name]
         rows.append({"gpu": gpu, "build": build, "cap_kib": cap, "lesson": lesson, "program": program, "variant": name,
                      "passed": passed, "failed": failed, "refused": refused, "reason": reason, "exit": exit_code})
     if not rows:  # a program refused whole (an exit before its check): one row that says so
