@@ -15,7 +15,7 @@
 //    the SM waiting on FMA latency); they are added once, before the group's shuffle.
 // Everything else (q in shared memory, every logit of the context in shared memory, the
 // block-wide softmax, each thread owning output dims for PV) is lesson 01's.
-// Run: lesson02_thread_groups [--check | --bench] [--shape NAME] [--variant NAME] (--help lists the steps)
+// Run: lesson02_thread_groups [--check | --bench] [--shape NAME] --variant thread_groups_tgs8 (or _tgs4, _tgs16)
 #pragma once
 
 #include <cuda_runtime.h>

@@ -7,7 +7,7 @@
 //  * Each lane copies its q slice (the same pieces c = lane + i*TGS) from shared memory to
 //    registers once, before the token loop, instead of reading it again for every token.
 // Everything else is step 1's: the thread groups, the group mask, the softmax and PV.
-// Run: lesson02_thread_groups [--check | --bench] [--shape NAME] [--variant NAME] (--help lists the steps)
+// Run: lesson02_thread_groups [--check | --bench] [--shape NAME] --variant wide_loads_tgs8 (or _tgs4, _tgs16)
 #pragma once
 
 #include <cuda_runtime.h>

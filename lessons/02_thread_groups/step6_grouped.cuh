@@ -11,7 +11,7 @@
 // threads left most of the SM idle.
 // The same kernel with HEADS_PER_CTA = 1 is the per-head mapping (grid (H, B)) with the
 // ring: variants per_head_tgs{4,8,16}; the grouped mapping is grouped_tgs{4,8,16}.
-// Run: lesson02_thread_groups [--check | --bench] [--shape NAME] [--variant grouped_tgs8]
+// Run: lesson02_thread_groups [--check | --bench] [--shape NAME] --variant grouped_tgs8 (per_head_tgs8: one query head a CTA)
 #pragma once
 
 #include <cuda_runtime.h>
