@@ -1862,8 +1862,9 @@ def render(text, ctx, where):
 
 
 def readmes(root):
+    """The files whose table blocks this script writes: the READMEs and each lesson's lab notebook."""
     root = Path(root)
-    files = [root / "README.md"] + sorted((root / "lessons").glob("*/README.md"))
+    files = [root / "README.md"] + sorted((root / "lessons").glob("*/README.md")) + sorted((root / "lessons").glob("*/NOTES.md"))
     return [f for f in files if f.is_file()]
 
 
