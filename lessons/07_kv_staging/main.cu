@@ -63,7 +63,9 @@ std::string usage() {
                     "Variants:\n";
     for (const auto& v : kVariants)
         u += pa::strf("  %-12s %s%s\n", v.name.c_str(), v.what.c_str(), v.gpus > 1 ? "; needs two GPUs" : "");
-    return u + "The decode-lesson flags (--B --H --Hkv --ctx --D --block-size) do not apply here.\n";
+    return u + "The measurement adds the ceiling rows memcpy (one plain device copy of the request's bytes) and, with two\n"
+               "GPUs, memcpy_peer (the same bytes from one GPU to the other).\n"
+               "The decode-lesson flags (--B --H --Hkv --ctx --D --block-size) do not apply here.\n";
 }
 
 std::vector<pa::LessonFlag> lesson_flags() {
