@@ -57,10 +57,11 @@ LESSON01_SHAPES = TABLE_A + ["h8kv4-B32-ctx256", "h8kv4-B128-ctx512"]
 
 TGS = (4, 8, 16)
 # Lesson 02's ladder: (step, family, has a TGS). A family with a TGS is the variants
-# <family>_tgs4/8/16; step 3 is one idea with two mappings.
-LESSON02_STEPS = [("1", "thread_groups", True), ("2", "wide_loads", True), ("3", "per_head", True),
-                  ("3", "grouped", True), ("4", "grouped_mma", False), ("5", "grouped_mma_ws", False),
-                  ("6", "grouped_mma_bulk", False), ("7", "grouped_mma_units", False)]
+# <family>_tgs4/8/16; step 6 is one idea with two mappings. The steps with one variant each
+# (3-5, 7, 8) are in the ladder table (lesson02_ladder_steps).
+LESSON02_STEPS = [("1", "thread_groups", True), ("2", "wide_loads", True), ("6", "per_head", True),
+                  ("6", "grouped", True), ("9", "grouped_mma", False), ("10", "grouped_mma_ws", False),
+                  ("11", "grouped_mma_bulk", False), ("12", "grouped_mma_units", False)]
 
 
 def family_variants(family, has_tgs):
