@@ -157,17 +157,23 @@ class Csv:
 class Data:
     """plots/data/<gpu>/*.csv under `root`, read once each."""
 
-    def __init__(self, data_dir, root):
+    def __init__(self, data_dir, root, only=None, cache=None):
         self.dir = Path(data_dir)
         self.root = Path(root)
-        self.cache = {}
+        self.cache = {} if cache is None else cache
+        self.only = only  # None: every GPU folder; else the GPUs a table block may show
+
+    def restricted(self, gpus):
+        """The same data (one cache), its tables limited to `gpus` (None: every GPU)."""
+        return Data(self.dir, self.root, tuple(gpus) if gpus is not None else None, self.cache)
 
     def gpus(self, filename):
-        """GPU folders that hold `filename`, in GPU_ORDER first."""
+        """GPU folders that hold `filename`, in GPU_ORDER first (only those a block may show)."""
         if not self.dir.is_dir():
             return []
         have = sorted(p.name for p in self.dir.iterdir() if (p / filename).is_file())
-        return [g for g in GPU_ORDER if g in have] + [g for g in have if g not in GPU_ORDER]
+        out = [g for g in GPU_ORDER if g in have] + [g for g in have if g not in GPU_ORDER]
+        return out if self.only is None else [g for g in out if g in self.only]
 
     def get(self, gpu, filename):
         key = (gpu, filename)
@@ -186,7 +192,8 @@ class Data:
     def gpus_or_error(self, filename):
         gpus = self.gpus(filename)
         if not gpus:
-            raise TableError(f"no {rel_posix(self.dir, self.root)}/<gpu>/{filename} for any GPU")
+            which = "any GPU" if self.only is None else "GPU " + ", ".join(self.only)
+            raise TableError(f"no {rel_posix(self.dir, self.root)}/<gpu>/{filename} for {which}")
         return gpus
 
 
@@ -1815,6 +1822,21 @@ def t_lesson03_posts(ctx):
 
 OPEN = re.compile(r"^<!-- table:(\S+) -->$")
 CLOSE = re.compile(r"^<!-- /table:(\S+) -->$")
+# A block's name may end in @gpu[,gpu...]: the table for those GPUs only (e.g. lesson04@h100 in a
+# lab notebook). Without it, a lesson's README shows the lesson's GPU, README_GPU, and every other
+# file (the top README, the lab notebooks) every GPU with data.
+README_GPU = "h200"
+
+
+def block_gpus(name, path):
+    """(table name, the GPUs its block shows or None for all) for a block name in file `path`."""
+    base, at, gpus = name.partition("@")
+    if at:
+        return base, tuple(g for g in gpus.split(",") if g)
+    path = Path(path)
+    if path.name == "README.md" and path.parent.parent.name == "lessons":
+        return base, (README_GPU,)
+    return base, None
 
 
 def render(text, ctx, where):
@@ -1845,13 +1867,14 @@ def render(text, ctx, where):
             i = j
             continue
         old = lines[i + 1:j]
-        fn = TABLES.get(name)
+        base, only = block_gpus(name, ctx.readme)
+        fn = TABLES.get(base)
         if fn is None:
             errors.append(f"{where}:{i + 1}: unknown table '{name}' (python3 plots/tables.py --list names them)")
             new = old
         else:
             try:
-                new = ["", *wrap_prose(fn(ctx)).split("\n"), ""]
+                new = ["", *wrap_prose(fn(Ctx(ctx.data.restricted(only), ctx.readme))).split("\n"), ""]
             except TableError as e:
                 errors.append(f"{where}:{i + 1}: table {name}: {e}")
                 new = old
@@ -1867,6 +1890,31 @@ def readmes(root):
     root = Path(root)
     files = [root / "README.md"] + sorted((root / "lessons").glob("*/README.md")) + sorted((root / "lessons").glob("*/NOTES.md"))
     return [f for f in files if f.is_file()]
+
+
+def notebook_gaps(root, data):
+    """A lesson README shows README_GPU's tables only; each table it shows that another GPU's CSVs
+    can also make must appear as NAME@gpu in the lesson's NOTES.md (moved, not lost). One line per
+    missing block."""
+    gaps = []
+    for readme in sorted((Path(root) / "lessons").glob("*/README.md")):
+        notes = readme.parent / "NOTES.md"
+        have = {m for m in re.findall(r"^<!-- table:(\S+) -->$", notes.read_text(), re.M)} if notes.is_file() else set()
+        for name in re.findall(r"^<!-- table:(\S+) -->$", readme.read_text(), re.M):
+            base, only = block_gpus(name, readme)
+            fn = TABLES.get(base)
+            if fn is None or only != (README_GPU,):
+                continue
+            for gpu in GPU_ORDER:
+                if gpu == README_GPU or f"{base}@{gpu}" in have:
+                    continue
+                try:
+                    fn(Ctx(data.restricted((gpu,)), notes))
+                except TableError:
+                    continue  # no data of that GPU for this table
+                gaps.append(f"{rel_posix(notes, root)}: no block <!-- table:{base}@{gpu} --> for the {gpu} table "
+                            f"that {rel_posix(readme, root)} leaves out")
+    return gaps
 
 
 def run(root, data_dir, check, out=sys.stdout):
@@ -1891,6 +1939,9 @@ def run(root, data_dir, check, out=sys.stdout):
                 rewritten += 1
         if not check and new != text:
             path.write_text(new)
+    for e in notebook_gaps(root, data):
+        print(e, file=out)
+        problems += 1
     if problems == 0:
         if check:
             print(f"README tables match the CSVs ({count} tables)", file=out)
