@@ -143,13 +143,13 @@ def names(xs):
 
 def t_l4_sp_sk(g):
     title = "### L4 post: single pass or split-k (lesson 03)"
-    if g.csv("lesson03.csv") is None:
-        return f"{title}\n\nLesson 03 not yet measured on this GPU (no `{g.rel}/lesson03.csv`)."
+    if g.csv("lesson03_sweep.csv") is None:
+        return f"{title}\n\nLesson 03 not yet measured on this GPU (no `{g.rel}/lesson03_sweep.csv`)."
     peers, note = g.peers(PEER_DECODE)
     rows, agree, post_sk, our_sk = [], 0, [], []
     for s, (sp_ms, sk_ms) in T.POST_L4_MS.items():
-        sp = g.row("lesson03.csv", "03", "single_pass", s)
-        sk = best_of_rows([g.row("lesson03.csv", "03", v, s) for v in T.LESSON03_SPLIT])
+        sp = g.row("lesson03_sweep.csv", "03", "single_pass", s)
+        sk = best_of_rows([g.row("lesson03_sweep.csv", "03", v, s) for v in T.LESSON03_SPLIT])
         post_win = "split-k" if sk_ms < sp_ms else "single pass"
         ours = "-" if not (ok(sp) and sk) else ("split-k" if us_of(sk) < us_of(sp) else "single pass")
         agree += ours == post_win
@@ -164,7 +164,7 @@ def t_l4_sp_sk(g):
     head = ["shape", "post SP ms", "post SK ms", "post: faster", "our SP us", "our best SK us", "here: faster"] + \
         [f"{v} us" for v, _ in peers]
     text = (f"The L4 post's times (fp16, its Triton kernels) as published; ours L2-cold medians from "
-            f"`{g.rel}/lesson03.csv` (SP = `single_pass`, SK = the fastest `split_k_*`); peers L2-cold.")
+            f"`{g.rel}/lesson03_sweep.csv` (SP = `single_pass`, SK = the fastest `split_k_*`); peers L2-cold.")
     sentence = (f"The post found split-k faster only on {names(post_sk)}; here split-k is faster on {names(our_sk)}, "
                 f"the same pick on {agree} of {n} shapes, so its conclusion {share_words(agree, n)} here.")
     return "\n\n".join(x for x in [title, text, note, T.table(head, rows, right=set(range(1, len(head))) - {3, 5, 6}),
@@ -173,11 +173,11 @@ def t_l4_sp_sk(g):
 
 def t_l4_mqa(g):
     title = "### L4 post: the MQA decode against SDPA (mqa-B16-ctx4k)"
-    if g.csv("lesson03.csv") is None:
-        return f"{title}\n\nLesson 03 not yet measured on this GPU (no `{g.rel}/lesson03.csv`)."
+    if g.csv("lesson03_sweep.csv") is None:
+        return f"{title}\n\nLesson 03 not yet measured on this GPU (no `{g.rel}/lesson03_sweep.csv`)."
     s, p = POST_L4_MQA["shape"], POST_L4_MQA
-    sp = {l2: g.row("lesson03.csv", "03", "single_pass", s, l2) for l2 in ("hot", "cold")}
-    au = {l2: g.row("lesson03.csv", "03", "auto", s, l2) for l2 in ("hot", "cold")}
+    sp = {l2: g.row("lesson03_sweep.csv", "03", "single_pass", s, l2) for l2 in ("hot", "cold")}
+    au = {l2: g.row("lesson03_sweep.csv", "03", "auto", s, l2) for l2 in ("hot", "cold")}
     peers, note = g.peers(PEER_DECODE)
     sdpa = {l2: best_of_rows([g.row(f, "peer", v, s, l2) for v, f in peers if v.startswith("sdpa")])
             for l2 in ("hot", "cold")}
@@ -218,22 +218,22 @@ def t_l4_mqa(g):
 
 def t_l4_auto(g):
     title = "### L4 post: choosing single pass or split-k automatically (Table A)"
-    c = g.csv("lesson03.csv")
+    c = g.csv("lesson03_sweep.csv")
     if c is None:
-        return f"{title}\n\nLesson 03 not yet measured on this GPU (no `{g.rel}/lesson03.csv`)."
+        return f"{title}\n\nLesson 03 not yet measured on this GPU (no `{g.rel}/lesson03_sweep.csv`)."
     right = {name: 0 for name, _ in T.LESSON03_RULES}
     right["lesson 03 auto"] = 0
     n = 0
     for s in T.TABLE_A:
-        sp = g.row("lesson03.csv", "03", "single_pass", s)
-        sk = best_of_rows([g.row("lesson03.csv", "03", v, s) for v in T.LESSON03_SPLIT])
-        a = g.row("lesson03.csv", "03", "auto", s)
+        sp = g.row("lesson03_sweep.csv", "03", "single_pass", s)
+        sk = best_of_rows([g.row("lesson03_sweep.csv", "03", v, s) for v in T.LESSON03_SPLIT])
+        a = g.row("lesson03_sweep.csv", "03", "auto", s)
         if not (ok(sp) and sk and ok(a)):
             continue
         n += 1
         best = min(us_of(sp), us_of(sk))
         for name, col in T.LESSON03_RULES:
-            pick = g.row("lesson03.csv", "03", a.get(col, ""), s)
+            pick = g.row("lesson03_sweep.csv", "03", a.get(col, ""), s)
             right[name] += ok(pick) and us_of(pick) <= 1.05 * best
         right["lesson 03 auto"] += us_of(a) <= 1.05 * best
     k, total = POST_L4_AUTO_RIGHT
@@ -243,7 +243,7 @@ def t_l4_auto(g):
             ["split-count rule", "-", f"{right['split count']} of {n}"],
             ["lesson 03's `auto` (measured cost model)", "-", f"{right['lesson 03 auto']} of {n}"]]
     text = (f"A pick is right when its L2-cold time is within 5 % of the faster of single pass and the best split-k "
-            f"(`{g.rel}/lesson03.csv`, Table A).")
+            f"(`{g.rel}/lesson03_sweep.csv`, Table A).")
     sentence = (f"The post's rule is right on {right['post 1']} of {n} shapes here ({k} of {total} on the L4), "
                 f"so its claim {'holds' if n and right['post 1'] >= k * n / total else 'does not hold'} here; "
                 f"lesson 03's own `auto` is right on {right['lesson 03 auto']} of {n}.")
@@ -252,13 +252,13 @@ def t_l4_auto(g):
 
 def t_4090(g):
     title = "### RTX 4090 post: split-k over the context length (Table B)"
-    if g.csv("lesson03.csv") is None:
-        return f"{title}\n\nLesson 03 not yet measured on this GPU (no `{g.rel}/lesson03.csv`)."
+    if g.csv("lesson03_sweep.csv") is None:
+        return f"{title}\n\nLesson 03 not yet measured on this GPU (no `{g.rel}/lesson03_sweep.csv`)."
     peers, note = g.peers(PEER_DECODE)
     rows, agree, post_sk, our_sk = [], 0, [], []
     for s, (base, split, splits) in T.POST_4090_MS.items():
-        sp = g.row("lesson03.csv", "03", "single_pass", s)
-        sk = best_of_rows([g.row("lesson03.csv", "03", v, s) for v in T.LESSON03_SPLIT])
+        sp = g.row("lesson03_sweep.csv", "03", "single_pass", s)
+        sk = best_of_rows([g.row("lesson03_sweep.csv", "03", v, s) for v in T.LESSON03_SPLIT])
         pw = "split-k" if split < base else "base"
         ow = "-" if not (ok(sp) and sk) else ("split-k" if us_of(sk) < us_of(sp) else "base")
         agree += pw == ow
@@ -271,7 +271,7 @@ def t_4090(g):
     head = ["shape", "post splits", "post base ms", "post split ms", "post: faster", "our SP us", "our best SK us",
             "here: faster"] + [f"{v} us" for v, _ in peers]
     text = (f"The RTX 4090 post's times (fp16, B 1, its Triton kernels) as published; ours L2-cold medians from "
-            f"`{g.rel}/lesson03.csv` (base = `single_pass`); peers L2-cold.")
+            f"`{g.rel}/lesson03_sweep.csv` (base = `single_pass`); peers L2-cold.")
     sentence = (f"The post found split-k faster on {len(post_sk)} of {n} shapes ({names(post_sk)}); here it is faster on "
                 f"{len(our_sk)} ({names(our_sk)}); the same pick on {agree} of {n}, so its conclusion "
                 f"{share_words(agree, n)} here.")

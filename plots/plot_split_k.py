@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Single pass against split-k, and the peers, over the context length (Table B).
 
-Reads plots/data/<gpu>/lesson03.csv and the peers' CSVs (peers_sdpa.csv,
+Reads plots/data/<gpu>/lesson03_sweep.csv and the peers' CSVs (peers_sdpa.csv,
 peers_flashinfer.csv, where they exist) and writes plots/<gpu>_split_k.png: one panel per
 model of Table B (qwen1.5b H12/Hkv2, qwen7b H28/Hkv4; B 1, fp16, D 128, block 16), L2-cold
 median time against ctx, log-log, for lesson 03's single pass (`single_pass`, lesson 02's
@@ -10,7 +10,7 @@ post's published times (its GPU, its kernels) are drawn dashed in grey for their
 same crossover, not the same experiment.
 
 Usage: python3 plots/plot_split_k.py [--gpu h200] [--data DIR] [--out DIR] [--date YYYY-MM-DD]
-Needs matplotlib only (no GPU). A missing lesson03.csv is skipped with one line; missing peer
+Needs matplotlib only (no GPU). A missing lesson03_sweep.csv is skipped with one line; missing peer
 CSVs are named and left out.
 """
 
@@ -55,13 +55,13 @@ def series(rows, model, pick):
 
 def main():
     args = plotlib.parse_args("Plot single pass vs split-k vs the peers over ctx, Table B (no GPU needed).")
-    if plotlib.skip_missing(args, "lesson03.csv", "split-k plot"):
+    if plotlib.skip_missing(args, "lesson03_sweep.csv", "split-k plot"):
         return 0
-    l3 = plotlib.read_rows(plotlib.csv_path(args, "lesson03.csv"), lesson="03")
+    l3 = plotlib.read_rows(plotlib.csv_path(args, "lesson03_sweep.csv"), lesson="03")
     peers = plotlib.read_peers(args)
     splits = sorted({r["variant"] for r in l3 if r["variant"].startswith("split_k")})
     if not any(SHAPE.match(r["shape"]) for r in l3):
-        print("split-k plot: skipped: lesson03.csv has no Table B rows (qwen1.5b-B1-ctx*, qwen7b-B1-ctx*)")
+        print("split-k plot: skipped: lesson03_sweep.csv has no Table B rows (qwen1.5b-B1-ctx*, qwen7b-B1-ctx*)")
         return 0
 
     def only(v):
@@ -99,7 +99,7 @@ def main():
     axes[0].set_ylabel("median time, us (L2-cold; the post: its own GPU)")
     handles, labels = axes[0].get_legend_handles_labels()
     fig.legend(handles, labels, loc="lower center", ncol=4, fontsize=8, frameon=False)
-    paths = [plotlib.csv_path(args, "lesson03.csv")] + [plotlib.csv_path(args, p) for p in plotlib.PEER_FILES]
+    paths = [plotlib.csv_path(args, "lesson03_sweep.csv")] + [plotlib.csv_path(args, p) for p in plotlib.PEER_FILES]
     fig.suptitle(plotlib.title(args, paths, "Single pass vs split-k vs peers")
                  + ": Table B (fp16, D 128, block 16)", fontsize=11)
     fig.tight_layout(rect=(0, 0.13, 1, 1))

@@ -642,7 +642,12 @@ def ladder_steps(lesson_dir):
         v = re.search(r"--variant (\w+)", "\n".join(header))
         if not v or v.group(1) == "NAME":
             raise TableError(f"{f}: its header names no `--variant <its variant>` (the Run: line)")
-        steps.append((n, f.name, m.group(1), v.group(1), added_lines(prev, f) if prev else len(code_lines(f))))
+        # a step built on another lesson's file says so: `diff ../NN_x/stepK_y.cuh stepN_z.cuh`
+        base = re.search(r"`diff (\S+) " + re.escape(f.name) + "`", "\n".join(header))
+        before = (f.parent / base.group(1)) if base else prev
+        if base and not before.is_file():
+            raise TableError(f"{f}: its header diffs against {base.group(1)}, which does not exist")
+        steps.append((n, f.name, m.group(1), v.group(1), added_lines(before, f) if before else len(code_lines(f))))
         prev = f
     if not steps:
         raise TableError(f"{lesson_dir}: no step files")
@@ -680,7 +685,8 @@ def ladder_table(ctx, lesson):
         prev_us = us
     where = {"05": f" at sigma {extra}", "06": f", prefix {extra}, causal"}.get(lesson, "")
     return (f"The ladder: each step file, the idea it adds (its header's first sentence), the lines of code it "
-            f"adds over the step before (comments and blank lines dropped; step 1: all of its own), and its "
+            f"adds over the step before (comments and blank lines dropped; step 1: all of its own; a step "
+            f"whose header diffs it against another lesson's file: over that file), and its "
             f"variant's L2-cold median on {shape}{where} from {ctx.link(c)} ({gpu_name(gpu)}), with the "
             "speedup over the step before.\n\n"
             + table(["step", "file", "the idea", "lines added", "variant", "us", "speedup"], rows, right={0, 3, 5, 6}))
@@ -1578,7 +1584,7 @@ LESSON03_SPLIT = ["split_k_64", "split_k_128", "split_k_256", "split_k_512", "sp
 
 
 def lesson03_optional(variant):
-    """Variants a lesson03.csv may lack: head rows (groups of 9 to 32 only) and unit copies (sm_90
+    """Variants a lesson03_sweep.csv may lack: head rows (groups of 9 to 32 only) and unit copies (sm_90
     only, pages of at least one unit)."""
     return variant.startswith("split_k_rows_") or "_units_" in variant
 LESSON03_RULES = [("post 1", "rule_post1"), ("post 2", "rule_post2"), ("vLLM", "rule_vllm"),
@@ -1608,8 +1614,8 @@ def t_lesson03_dispatch(ctx):
     best split-k variant, auto (this lesson's rule) and what each published rule would run
     (CSV columns rule_*), each marked right (+) when within 5 % of the best measured variant."""
     parts = []
-    for gpu in ctx.data.gpus_or_error("lesson03.csv"):
-        c = ctx.data.get(gpu, "lesson03.csv")
+    for gpu in ctx.data.gpus_or_error("lesson03_sweep.csv"):
+        c = ctx.data.get(gpu, "lesson03_sweep.csv")
         rows, right = [], [0] * (len(LESSON03_RULES) + 1)
         for s in TABLE_A + TABLE_B:
             sp = c.row("03", "single_pass", s)
@@ -1648,8 +1654,8 @@ def t_lesson03_long(ctx):
     count for the whole batch (split_k_even), each fixed partition size, and auto, with % of read BW."""
     fixed = ["split_k_128", "split_k_256", "split_k_512", "split_k_1024", "split_k_4096"]
     parts = []
-    for gpu in ctx.data.gpus_or_error("lesson03.csv"):
-        c = ctx.data.get(gpu, "lesson03.csv")
+    for gpu in ctx.data.gpus_or_error("lesson03_sweep.csv"):
+        c = ctx.data.get(gpu, "lesson03_sweep.csv")
         rows = []
         for s in LONG_SHAPES:
             cells = [s, f"{int(c.row('03', 'single_pass', s)['bytes']) / 2**20:.0f}"]
@@ -1674,8 +1680,8 @@ def t_lesson03_longest_first(ctx):
     (split_k_units_<P>) and longest first (split_k_units_lpt_<P>), L2-cold, one run per GPU."""
     shape = "llama70b-B16-mixed"
     parts = []
-    for gpu in ctx.data.gpus_or_error("lesson03.csv"):
-        c = ctx.data.get(gpu, "lesson03.csv")
+    for gpu in ctx.data.gpus_or_error("lesson03_sweep.csv"):
+        c = ctx.data.get(gpu, "lesson03_sweep.csv")
         rows = []
         for size in (1024, 2048, 4096, 8192):
             grid, lpt = c.find("03", f"split_k_units_{size}", shape), c.find("03", f"split_k_units_lpt_{size}", shape)
@@ -1693,7 +1699,7 @@ def t_lesson03_longest_first(ctx):
             f"{us1(a['us_median'])} us ({pct(a)} %).\n\n"
             + table(["P", "CTAs", "grid order", "longest first", "longest / grid"], rows, right={0, 1, 2, 3, 4}))
     if not parts:
-        raise TableError("no lesson03.csv has the longest-first rows (split_k_units_lpt_<P>; sm_90 only)")
+        raise TableError("no lesson03_sweep.csv has the longest-first rows (split_k_units_lpt_<P>; sm_90 only)")
     return "\n\n".join(parts)
 
 
@@ -1702,8 +1708,8 @@ def t_lesson03_fused(ctx):
     """Lesson 03 README: the fused merge (last CTA, no second launch) against partitions + reduce, at
     128 and 512 tokens, L2-cold, on Table A and Table B."""
     parts = []
-    for gpu in ctx.data.gpus_or_error("lesson03.csv"):
-        c = ctx.data.get(gpu, "lesson03.csv")
+    for gpu in ctx.data.gpus_or_error("lesson03_sweep.csv"):
+        c = ctx.data.get(gpu, "lesson03_sweep.csv")
         rows = []
         for s in TABLE_A + TABLE_B:
             r = [c.row("03", v, s) for v in ("split_k_128", "split_k_fused_128", "split_k_512", "split_k_fused_512")]
@@ -1724,8 +1730,8 @@ def t_lesson03_hot_cold(ctx):
     """Lesson 03 README: L2-hot against L2-cold for single pass, the best split-k variant and auto on
     Table A, with the K/V size beside the L2 (does split-k fix occupancy; what is left, L2?)."""
     parts = []
-    for gpu in ctx.data.gpus_or_error("lesson03.csv"):
-        c = ctx.data.get(gpu, "lesson03.csv")
+    for gpu in ctx.data.gpus_or_error("lesson03_sweep.csv"):
+        c = ctx.data.get(gpu, "lesson03_sweep.csv")
         rows = []
         for s in TABLE_A:
             sp_c, sp_h = c.row("03", "single_pass", s), c.row("03", "single_pass", s, "hot")
@@ -1749,8 +1755,8 @@ def t_lesson03_head_rows(ctx):
     partition_kernel = [v for v in LESSON03_SPLIT if not v.startswith("split_k_rows_") and v != "split_k_even"]
     head_rows = [v for v in LESSON03_SPLIT if v.startswith("split_k_rows_")]
     parts = []
-    for gpu in ctx.data.gpus_or_error("lesson03.csv"):
-        c = ctx.data.get(gpu, "lesson03.csv")
+    for gpu in ctx.data.gpus_or_error("lesson03_sweep.csv"):
+        c = ctx.data.get(gpu, "lesson03_sweep.csv")
         rows = []
         for s in TABLE_A + LONG_SHAPES:
             if not any(c.find("03", v, s) for v in head_rows):
@@ -1775,10 +1781,10 @@ def t_lesson03_head_rows(ctx):
 @register("results_split_k")
 def t_results_split_k(ctx):
     """README.md: Table A, L2-cold: lesson 02's auto (single pass) against lesson 03's auto (single
-    pass or split-k), with % of read bandwidth (both from lesson03.csv, one run)."""
+    pass or split-k), with % of read bandwidth (both from lesson03_sweep.csv, one run)."""
     parts = []
-    for gpu in ctx.data.gpus_or_error("lesson03.csv"):
-        c = ctx.data.get(gpu, "lesson03.csv")
+    for gpu in ctx.data.gpus_or_error("lesson03_sweep.csv"):
+        c = ctx.data.get(gpu, "lesson03_sweep.csv")
         rows = []
         for s in TABLE_A + LONG_SHAPES[:2]:
             sp, a = c.row("03", "single_pass", s), c.row("03", "auto", s)
@@ -1797,8 +1803,8 @@ def t_lesson03_posts(ctx):
     """Lesson 03 README: the L4 and RTX 4090 posts' published times beside ours (single pass, best
     split-k, auto), L2-cold."""
     parts = []
-    for gpu in ctx.data.gpus_or_error("lesson03.csv"):
-        c = ctx.data.get(gpu, "lesson03.csv")
+    for gpu in ctx.data.gpus_or_error("lesson03_sweep.csv"):
+        c = ctx.data.get(gpu, "lesson03_sweep.csv")
         rows = []
         for s, (sp_ms, sk_ms) in POST_L4_MS.items():
             rows.append([s, "L4", us1(c.row("03", "single_pass", s)["us_median"]),

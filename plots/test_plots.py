@@ -66,7 +66,7 @@ def main():
                       "H200 post: prefill with mma.sync"):
             expect(f"### {title}" in text, f"TABLES.md has the table '{title}'")
         # numbers computed from the test CSVs (their values are in the CSV files beside this script)
-        expect("| split-k speedup | 1.68x | 5.51x | 5.22x |" in text, "MQA table: speedups from lesson03.csv")
+        expect("| split-k speedup | 1.68x | 5.51x | 5.22x |" in text, "MQA table: speedups from lesson03_sweep.csv")
         expect("| SDPA (fastest backend here) | 0.044 ms | 14.6 (`sdpa_flash`) | 17.4 (`sdpa_flash`) |" in text,
                "MQA table: the fastest SDPA backend, hot and cold")
         expect("lesson 03 is 130 % slower than SDPA's fastest backend" in prose, "MQA sentence computed from the rows")
@@ -86,7 +86,7 @@ def main():
         expect(rc == 0 and "matches" in msg, f"--check right after writing exits 0 (got {rc}: {msg})")
         data2 = os.path.join(tmp, "data2")
         shutil.copytree(DATA, data2)
-        path = os.path.join(data2, "h200", "lesson03.csv")
+        path = os.path.join(data2, "h200", "lesson03_sweep.csv")
         lines = open(path).read().split("\n")
         lines[1] = lines[1].replace(",PASS,", ",FAIL,")
         open(path, "w").write("\n".join(lines))

@@ -86,8 +86,9 @@ for exe in "${lessons[@]}"; do
     fi
     # A lesson with a second measurement (its usage has a line starting with the flag) runs it
     # too: --timeline (lesson 02: where its main kernel's time goes), --plans (lesson 04:
-    # lesson 03's plans with its reduce), each into lessonNN_<mode>.csv.
-    for mode in timeline plans; do
+    # lesson 03's plans with its reduce), --sweep (lesson 03: its plans across partition sizes),
+    # each into lessonNN_<mode>.csv.
+    for mode in timeline plans sweep; do
         if [ "$rc" -ne 3 ] && [ -z "$suffix" ] && "$exe" --help | grep -q -- "^--$mode"; then
             mode_csv="plots/data/$gpu/lesson${nn}_$mode.csv"
             printf '\n===== %s --%s (CSV: %s) =====\n' "$name" "$mode" "$mode_csv"

@@ -1,12 +1,14 @@
-// lesson03_split_k: checks split-k (the partition kernel with its sentinel, the reduce, the
-// fused merge; fixed partitions of 32 to 512 tokens and even splits) against the CPU
-// reference, then measures it beside lesson 02's single pass on Table A, Table B, a batch of
-// mixed lengths and 128k-token contexts, with the single-pass/split-k rules of the posts,
+// lesson03_split_k: checks split-k's ladder (steps 1 to 6: partitions with the sentinel and
+// the reduce, the fused merge, tensor cores, longest first, unit copies, head rows) and the
+// plans against the CPU reference, then measures the ladder beside lesson 02's single pass on
+// Table A, Table B, a batch of mixed lengths and 128k-token contexts; --sweep measures the
+// plans across partition sizes instead, with the single-pass/split-k rules of the posts,
 // vLLM's, a split-count rule and this lesson's own.
 //
-//   lesson03_split_k                       check, then the measurement and the dispatch table
+//   lesson03_split_k                       check, then the ladder's measurement
+//   lesson03_split_k --sweep               check, then the plans across partition sizes and the dispatch table
 //   lesson03_split_k --check               check only (what the sanitizer tests run)
-//   lesson03_split_k --bench --shape mqa-B16-ctx4k [--variant split_k_256]
+//   lesson03_split_k --bench --shape mqa-B16-ctx4k [--variant tensor_cores] [--partition 512]
 #include <algorithm>
 #include <array>
 #include <cstdio>
@@ -35,56 +37,54 @@ const std::map<std::string, std::array<double, 3>> kPost4090 = {
     {"qwen1.5b-B1-ctx4k", {0.224, 0.068, 11}},  {"qwen7b-B1-ctx1k", {0.074, 0.063, 5}},
     {"qwen7b-B1-ctx2k", {0.129, 0.068, 5}},     {"qwen7b-B1-ctx4k", {0.256, 0.100, 5}}};
 
-// The measured split-k variants (every bench variant but single_pass and auto: the steps and
-// the split_k_ plans), named once in split_k.cu.
-const std::vector<std::string>& split_variants() {
-    static const std::vector<std::string> names = [] {
-        std::vector<std::string> v;
-        for (const auto& var : lesson03::bench_variants())
-            if (var.name != "single_pass" && var.name != "auto") v.push_back(var.name);
-        return v;
-    }();
-    return names;
+const pa::LessonFlag kPartitionFlag{"--partition", true,
+                                    "--partition P   every step at partitions of P tokens (default: each step's plan for the shape)",
+                                    {}};
+const pa::LessonFlag kSweepFlag{"--sweep", false,
+                                "--sweep         measure the plans across partition sizes (sweep_variants) instead of the "
+                                "ladder: the dispatch and long-context tables' data (lesson03_sweep.csv)",
+                                {}};
+
+// What the command line asks for beyond the shared flags: --sweep, --partition P. Input it
+// cannot read is left to the driver, which refuses it in one line (exit 2).
+struct Mode {
+    bool sweep = false;
+    int partition = 0;
+};
+
+Mode mode_of(int argc, char** argv, const pa::DecodeLessonSpec& spec) {
+    Mode m;
+    try {
+        const pa::Flags f = pa::parse_flags(argc, argv, spec.flags);
+        m.sweep = f.has(kSweepFlag.name);
+        m.partition = static_cast<int>(f.lesson_int(kPartitionFlag.name, 32, 1 << 20, 0));
+    } catch (const pa::FlagError&) {
+    }
+    return m;
 }
 
-const pa::LessonFlag kPartitionFlag{"--partition", true,
-                                    "--partition P   also run steps 1 and 2 and split_k_P, split_k_fused_P at partitions of P tokens",
-                                    {}};
+// The split-k variants a run measures (every variant but single_pass and auto).
+std::vector<std::string> g_split_variants;
 
-// Adds to `spec` what the command line names beyond the lists: with --partition P, the plans
-// at P; with --variant NAME, the plan of that name (lesson03::parse_plan_name: any plan can be
-// named, e.g. split_k_units_lpt_4096). Input it cannot read is left to the driver, which
-// refuses it in one line.
-void add_named_plans(int argc, char** argv, pa::DecodeLessonSpec& spec) {
+// With --variant NAME naming a plan (lesson03::parse_plan_name: any plan can be named, e.g.
+// split_k_units_lpt_4096 or partitions_tgs8_1000), adds that plan's variant to the run.
+void add_named_plan(int argc, char** argv, pa::DecodeLessonSpec& spec) {
     pa::Flags f;
     try {
         f = pa::parse_flags(argc, argv, spec.flags);
     } catch (const pa::FlagError&) {
         return;
     }
-    std::vector<lesson03::SplitPlan> plans;
-    if (f.has(kPartitionFlag.name)) {
-        int size = 0;
-        try {
-            size = static_cast<int>(f.lesson_int(kPartitionFlag.name, 1, 1 << 20, 0));
-        } catch (const pa::FlagError&) {
-            return;
-        }
-        for (const char* name : {"partitions_tgs8_", "fused_merge_tgs8_", "split_k_", "split_k_fused_"}) {
-            lesson03::SplitPlan p;
-            if (lesson03::parse_plan_name(name + std::to_string(size), &p)) plans.push_back(p);
-        }
-    }
     lesson03::SplitPlan named;
-    if (!f.variant.empty() && lesson03::parse_plan_name(f.variant, &named)) plans.push_back(named);
-    for (const auto& p : plans) {
-        const std::string name = lesson03::plan_name(p);
-        auto known = [&](const std::vector<pa::DecodeVariant>& vs) {
-            return std::any_of(vs.begin(), vs.end(), [&](const pa::DecodeVariant& v) { return v.name == name; });
-        };
-        if (!known(spec.variants) && !known(spec.check_only_variants)) spec.variants.push_back(lesson03::variant(p));
-    }
+    if (f.variant.empty() || !lesson03::parse_plan_name(f.variant, &named)) return;
+    const std::string name = lesson03::plan_name(named);
+    auto known = [&](const std::vector<pa::DecodeVariant>& vs) {
+        return std::any_of(vs.begin(), vs.end(), [&](const pa::DecodeVariant& v) { return v.name == name; });
+    };
+    if (!known(spec.variants) && !known(spec.check_only_variants)) spec.variants.push_back(lesson03::variant(named));
 }
+
+const std::vector<std::string>& split_variants() { return g_split_variants; }
 
 std::vector<std::string> all_measured() {
     std::vector<std::string> v = {"single_pass"};
@@ -171,6 +171,8 @@ void print_posts(const pa::RowIndex& idx) {
     t.print();
 }
 
+bool g_sweep = false;
+
 void summarize(const std::vector<pa::ResultRow>& rows, const std::vector<pa::DecodeShape>& shapes) {
     const pa::RowIndex idx(rows);
     const pa::DeviceInfo& info = pa::current_device_info();
@@ -180,7 +182,7 @@ void summarize(const std::vector<pa::ResultRow>& rows, const std::vector<pa::Dec
     for (const auto& list : {pa::table_a(), pa::table_b()})
         for (const auto& s : list)
             if (measured.count(s.name)) table_ab.push_back(s);
-    print_dispatch(idx, table_ab, info);
+    if (g_sweep) print_dispatch(idx, table_ab, info);  // which plan wins needs the plans across sizes
     print_posts(idx);
     std::printf("\nauto rule (ours, split_plan.h): single pass when B * Hkv fills 90 %% of the SMs and the batch is even;\n"
                 "else split-k with the largest power-of-two partition (at least 128 tokens, 256 for a group of 8, and\n"
@@ -199,24 +201,31 @@ int main(int argc, char** argv) {
     spec.lesson = "03";
     spec.title = "Lesson 03: split-k with a sentinel reduce, fused or two kernels, against lesson 02's single pass";
     spec.extra_usage =
-        "Steps: partitions_tgs8_<P> (step 1: lesson 02's step 2 with a partition axis, then the reduce; every\n"
-        "sm_80+ GPU), fused_merge_tgs8_<P> (step 2: the last partition CTA merges), split_k_<P> (the mma partition\n"
-        "kernel), split_k_fused_<P>, split_k_rows_<P> (a group's heads as mma rows; groups of 9 to 32),\n"
-        "split_k_even<S> (one split count for the batch), split_k_units_<P> and split_k_units_lpt_<P> (sm_90 unit\n"
-        "copies, longest sequences first). --variant takes any such plan by its name (split_k_units_lpt_512,\n"
-        "partitions_tgs8_1000, split_k_rows_even6, ...); --partition P adds the four fixed-P plans at P.\n"
+        "The ladder (each step a variant, at its plan for the shape; --partition P sets every step's partition):\n"
+        "  partitions (step 1: lesson 02's step 2 with a partition axis, then the reduce; every sm_80+ GPU),\n"
+        "  fused_merge (step 2: the last partition CTA merges), tensor_cores (step 3: lesson 02's step 10 kernel\n"
+        "  with partitions), longest_first (step 4), unit_copies (step 5, sm_90), head_rows (step 6, groups of\n"
+        "  9 to 32, sm_90). --variant also takes any plan by its name: split_k_<P>, split_k_fused_<P>,\n"
+        "  split_k_rows_<P>, split_k_even<S>, split_k_units_<P>, split_k_units_lpt_<P>, partitions_tgs8_<P>,\n"
+        "  fused_merge_tgs8_<P> (e.g. split_k_units_lpt_512, partitions_tgs8_1000, split_k_rows_even6).\n"
         "Long-context shapes (not in the catalogue list above): llama70b-B16-mixed, llama70b-B1-ctx128k,\n"
         "mqa-B1-ctx128k.\n";
-    spec.variants = lesson03::bench_variants();
+    spec.flags = {kPartitionFlag, kSweepFlag};
+    const Mode mode = mode_of(argc, argv, spec);
+    g_sweep = mode.sweep;
+    spec.variants = mode.sweep ? lesson03::sweep_variants() : lesson03::bench_variants(mode.partition);
     spec.check_only_variants = lesson03::check_only_variants();
     spec.check_shapes = pa::decode_check_shapes();
     for (const auto& s : lesson03::split_check_shapes()) spec.check_shapes.push_back(s);
     spec.bench_shapes = lesson03::bench_shapes();
     spec.reference = [](const pa::DecodeProblem& p) { return pa::reference::softmax_decode(p); };
-    spec.annotate = [variants = spec.variants](const pa::DecodeShape& s, pa::ResultRow& row) {
+    spec.annotate = [variants = spec.variants, partition = mode.partition](const pa::DecodeShape& s, pa::ResultRow& row) {
         const pa::DeviceInfo& info = pa::current_device_info();
         for (const auto& v : variants)  // partition CTAs per (sequence, KV head) of the row's variant
             if (v.name == row.variant) row.set_extra("splits", std::to_string(v.geometry(s, info).partitions));
+        for (int step = 1; step <= lesson03::kLadderSteps; ++step)  // the plan a ladder step ran
+            if (row.variant == lesson03::step_name(step))
+                row.set_extra("plan", lesson03::plan_name(lesson03::ladder_plan(step, s, info, partition)));
         if (row.variant == "auto") {
             const lesson03::ShapeFacts f = lesson03::facts_of(s, info.sms);
             const lesson03::Choice c = lesson03::auto_choice(s, info);  // what ran: refusals included
@@ -228,11 +237,14 @@ int main(int argc, char** argv) {
         }
     };
     spec.summarize = summarize;
-    spec.flags = {kPartitionFlag};
-    spec.passes = [](const pa::Flags& f) {  // --partition's value, refused here in one line (exit 2)
-        f.lesson_int(kPartitionFlag.name, 1, 1 << 20, 256);
+    spec.passes = [](const pa::Flags& f) {  // the flags' values, refused here in one line (exit 2)
+        f.lesson_int(kPartitionFlag.name, 32, 1 << 20, 0);
+        if (f.has(kSweepFlag.name) && f.has(kPartitionFlag.name))
+            throw pa::FlagError("--sweep measures every partition size; it takes no --partition");
         return std::vector<pa::LessonPass>{};
     };
-    add_named_plans(argc, argv, spec);
+    add_named_plan(argc, argv, spec);
+    for (const auto& v : spec.variants)
+        if (v.name != "single_pass" && v.name != "auto") g_split_variants.push_back(v.name);
     return pa::run_decode_lesson(argc, argv, spec);
 }

@@ -2,6 +2,9 @@
 #include "split_k.h"
 
 #include <algorithm>
+#include <map>
+#include <mutex>
+#include <tuple>
 #include <utility>
 
 #include "cuda_check.cuh"
@@ -9,9 +12,11 @@
 #include "dispatch.cuh"
 #include "launch_utils.cuh"
 #include "lesson02.h"
-#include "split_k_head_rows.cuh"
-#include "split_k_partition.cuh"
 #include "split_steps.h"
+#include "step3_tensor_cores.cuh"
+#include "step4_longest_first.cuh"
+#include "step5_unit_copies.cuh"
+#include "step6_head_rows.cuh"
 #include "split_workspace.cuh"
 #include "table.h"
 
@@ -19,22 +24,31 @@ namespace lesson03 {
 
 namespace {
 
-// Every partition-kernel instantiation: dtype x D {64, 128, 256} x heads per CTA {8, 16, 32}
-// x fused, with the layout plan_launch takes: two CTAs per SM for 8 heads, one for 16 and 32. Calls f(kernel, smem bytes)
-// and returns true, or false when the combination was not built.
+// The tensor-core step whose kernel runs a plan without head rows: step 5 with unit copies,
+// step 4 with an order table or even splits, else step 3.
+int partition_step(const SplitPlan& p) { return p.units ? 5 : (p.longest_first || p.splits > 0) ? 4 : 3; }
+
+// Every instantiation of steps 3 to 5: dtype x D {64, 128, 256} x heads per CTA {8, 16, 32} x
+// fused (step 5: with UNITS only; UNITS = false is step 4's kernel), with the layout
+// plan_launch takes: two CTAs per SM for 8 heads, one for 16 and 32. Calls f(kernel, smem
+// bytes, step) and returns true, or false when the combination was not built.
 template <bool FUSED, class F>
-bool with_partition_kernel(pa::DType t, int D, int heads, int ctas_per_sm, bool units, F&& f) {
+bool with_partition_kernel(pa::DType t, int D, int heads, int ctas_per_sm, int step, F&& f) {
     return pa::dispatch_dtype(t, [&](auto tag) {
         using T = typename decltype(tag)::type;
         return pa::dispatch_int<64, 128, 256>(D, [&](auto d) {
             return pa::dispatch_int<8, 16, 32>(heads, [&](auto n) {
                 return pa::dispatch_int<1, 2>(ctas_per_sm, [&](auto c) {
-                    return pa::dispatch_int<0, 1>(units ? 1 : 0, [&](auto u) {
-                        if constexpr ((c.value == 2) != (n.value == 8)) {
+                    return pa::dispatch_int<3, 4, 5>(step, [&](auto st) {
+                        constexpr int kN = n.value, kC = c.value;
+                        if constexpr ((kC == 2) != (kN == 8)) {
                             return false;
                         } else {
-                            f(split_k_partition_kernel<T, d.value, n.value, c.value, FUSED, u.value == 1>,
-                              MmaLayout<d.value, n.value, c.value>::kSmemBytes);
+                            constexpr int kD = d.value;
+                            constexpr int kSmem = MmaLayout<kD, kN, kC>::kSmemBytes;
+                            if constexpr (st.value == 3) f(tensor_core_partitions_kernel<T, kD, kN, kC, FUSED>, kSmem, st);
+                            else if constexpr (st.value == 4) f(longest_first_kernel<T, kD, kN, kC, FUSED>, kSmem, st);
+                            else f(split_k_partition_kernel<T, kD, kN, kC, FUSED, true>, kSmem, st);
                             return true;
                         }
                     });
@@ -44,7 +58,7 @@ bool with_partition_kernel(pa::DType t, int D, int heads, int ctas_per_sm, bool 
     });
 }
 
-// Every head-row kernel: dtype x D {64, 128} x rows {16, 32} x fused x units (one CTA per SM).
+// Every head-row kernel (step 6): dtype x D {64, 128} x rows {16, 32} x fused x units (one CTA per SM).
 template <bool FUSED, class F>
 bool with_head_rows_kernel(pa::DType t, int D, int rows, bool units, F&& f) {
     return pa::dispatch_dtype(t, [&](auto tag) {
@@ -53,7 +67,7 @@ bool with_head_rows_kernel(pa::DType t, int D, int rows, bool units, F&& f) {
             return pa::dispatch_int<16, 32>(rows, [&](auto r) {
                 return pa::dispatch_int<0, 1>(units ? 1 : 0, [&](auto u) {
                     f(split_k_head_rows_kernel<T, d.value, r.value, FUSED, u.value == 1>,
-                      HeadRowLayout<d.value, r.value>::kSmemBytes);
+                      HeadRowLayout<d.value, r.value>::kSmemBytes, std::integral_constant<int, 6>{});
                     return true;
                 });
             });
@@ -102,17 +116,17 @@ Launch plan_launch(const SplitPlan& p, int B, int H, int Hkv, int partitions) {
     return l;
 }
 
-// The plan's kernel (partition or head-row) for a launch: calls f(kernel, smem bytes); false
-// when that combination was not built.
+// The plan's kernel (steps 3 to 6) for a launch: calls f(kernel, smem bytes, its step as an
+// integral_constant); false when that combination was not built.
 template <bool FUSED, class F>
 bool with_plan_kernel(const SplitPlan& p, pa::DType t, int D, const Launch& l, F&& f) {
     if (p.head_rows) return l.heads != 0 && with_head_rows_kernel<FUSED>(t, D, l.heads, p.units, f);
-    return with_partition_kernel<FUSED>(t, D, l.heads, l.ctas_per_sm, p.units, f);
+    return with_partition_kernel<FUSED>(t, D, l.heads, l.ctas_per_sm, partition_step(p), f);
 }
 
 size_t plan_smem(const SplitPlan& p, pa::DType t, int D, const Launch& l) {
     size_t smem = 0;
-    with_plan_kernel<false>(p, t, D, l, [&](auto, int bytes) { smem = static_cast<size_t>(bytes); });
+    with_plan_kernel<false>(p, t, D, l, [&](auto, int bytes, auto) { smem = static_cast<size_t>(bytes); });
     return smem;
 }
 
@@ -218,7 +232,7 @@ void launch_partition_kernel(const pa::PagedDecodeArgs& a, const SplitPlan& p, c
     const Launch l = plan_launch(p, a.B, a.H, a.Hkv, s.max_partitions);
     const int partition_size = p.splits > 0 ? 0 : p.partition_size;
     const int2* cell_order = g_orders.table_for(a, p, s.max_partitions, stream);
-    const bool built = with_plan_kernel<FUSED>(p, a.dtype, a.D, l, [&](auto kernel, int smem) {
+    const bool built = with_plan_kernel<FUSED>(p, a.dtype, a.D, l, [&](auto kernel, int smem, auto step) {
         using T = typename pa::KernelScalar<decltype(kernel)>::type;
         if (p.units) {  // a unit kernel where it cannot run would trap: say why instead
             const std::string why =
@@ -226,10 +240,17 @@ void launch_partition_kernel(const pa::PagedDecodeArgs& a, const SplitPlan& p, c
             if (!why.empty()) throw pa::CudaError("lesson03: " + plan_name(p) + ": " + why);
         }
         pa::opt_in_max_dynamic_smem(reinterpret_cast<const void*>(kernel));
-        kernel<<<l.grid, kMmaThreads, smem, stream>>>(
-            static_cast<T*>(a.out), static_cast<const T*>(a.q), static_cast<const T*>(a.k_cache),
-            static_cast<const T*>(a.v_cache), a.block_table, a.context_lens, a.H, a.Hkv, a.H / a.Hkv, a.block_size,
-            a.max_blocks_per_seq, a.scale, partition_size, p.splits, s, counters, cell_order);
+        if constexpr (decltype(step)::value == 3) {  // fixed partitions in the grid's order only
+            kernel<<<l.grid, kMmaThreads, smem, stream>>>(
+                static_cast<T*>(a.out), static_cast<const T*>(a.q), static_cast<const T*>(a.k_cache),
+                static_cast<const T*>(a.v_cache), a.block_table, a.context_lens, a.H, a.Hkv, a.H / a.Hkv, a.block_size,
+                a.max_blocks_per_seq, a.scale, partition_size, s, counters);
+        } else {
+            kernel<<<l.grid, kMmaThreads, smem, stream>>>(
+                static_cast<T*>(a.out), static_cast<const T*>(a.q), static_cast<const T*>(a.k_cache),
+                static_cast<const T*>(a.v_cache), a.block_table, a.context_lens, a.H, a.Hkv, a.H / a.Hkv, a.block_size,
+                a.max_blocks_per_seq, a.scale, partition_size, p.splits, s, counters, cell_order);
+        }
         CUDA_CHECK_LAUNCH();
     });
     if (!built)
@@ -291,7 +312,7 @@ std::string why_not(const SplitPlan& p, const pa::DecodeShape& s, const pa::Devi
     if (need == 0) return pa::strf("no %s kernel built for D %d", p.head_rows ? "head-row" : "partition", s.D);
     if (p.units) {
         std::string why;
-        with_plan_kernel<false>(p, s.dtype, s.D, l, [&](auto kernel, int) {
+        with_plan_kernel<false>(p, s.dtype, s.D, l, [&](auto kernel, int, auto) {
             why = units_why_not(reinterpret_cast<const void*>(kernel), s.D, s.block_size, info);
         });
         if (!why.empty()) return why;
@@ -332,7 +353,7 @@ pa::LaunchGeometry geometry(const SplitPlan& p, const pa::DecodeShape& s, const 
     if (p.tgs > 0) return p.fused ? step2::geometry(s, p.partition_size) : step1::geometry(s, p.partition_size);
     const Launch l = plan_launch(p, s.B, s.H, s.Hkv, grid_partitions(p, s.max_ctx()));
     pa::LaunchGeometry g;
-    with_plan_kernel<false>(p, s.dtype, s.D, l, [&](auto kernel, int smem) {
+    with_plan_kernel<false>(p, s.dtype, s.D, l, [&](auto kernel, int smem, auto) {
         const void* k = reinterpret_cast<const void*>(kernel);
         pa::opt_in_max_dynamic_smem(k);
         g.ctas = static_cast<long long>(l.grid.x) * l.grid.y * l.grid.z;
@@ -386,7 +407,45 @@ int step_partition_size(const pa::DecodeShape& s, int sms) {
 
 }  // namespace
 
+namespace {
+
+// auto's choice, resolved once per (GPU, shape's facts, reduce) and kept: a launch pays a lookup,
+// not the rule and its refusals again.
+struct ChoiceKey {
+    std::string gpu;
+    int sms, smem_optin, B, H, Hkv, D, block_size, max_ctx, dtype;
+    long long total_ctx;
+    bool parallel_reduce;
+    bool operator<(const ChoiceKey& o) const {
+        return std::tie(gpu, sms, smem_optin, B, H, Hkv, D, block_size, max_ctx, dtype, total_ctx, parallel_reduce) <
+               std::tie(o.gpu, o.sms, o.smem_optin, o.B, o.H, o.Hkv, o.D, o.block_size, o.max_ctx, o.dtype, o.total_ctx,
+                        o.parallel_reduce);
+    }
+};
+
+Choice resolve_auto(const pa::DecodeShape& s, const pa::DeviceInfo& info, bool parallel_reduce);
+
+}  // namespace
+
 Choice auto_choice(const pa::DecodeShape& s, const pa::DeviceInfo& info, bool parallel_reduce) {
+    static std::mutex mutex;
+    static std::map<ChoiceKey, Choice> cache;
+    const ChoiceKey key{info.name, info.sms, info.smem_per_block_optin, s.B, s.H, s.Hkv, s.D, s.block_size, s.max_ctx(),
+                        static_cast<int>(s.dtype), s.total_tokens(), parallel_reduce};
+    {
+        std::lock_guard<std::mutex> lock(mutex);
+        const auto it = cache.find(key);
+        if (it != cache.end()) return it->second;
+    }
+    const Choice c = resolve_auto(s, info, parallel_reduce);
+    std::lock_guard<std::mutex> lock(mutex);
+    cache.emplace(key, c);
+    return c;
+}
+
+namespace {
+
+Choice resolve_auto(const pa::DecodeShape& s, const pa::DeviceInfo& info, bool parallel_reduce) {
     ShapeFacts f = facts_of(s, info.sms);
     f.parallel_reduce = parallel_reduce;
     Choice c = our_rule(f);
@@ -408,6 +467,8 @@ Choice auto_choice(const pa::DecodeShape& s, const pa::DeviceInfo& info, bool pa
     if (single_pass_runs && grid_partitions(step.plan, s.max_ctx()) < 2) return Choice{};
     return why_not(step.plan, s, info).empty() ? step : Choice{};
 }
+
+}  // namespace
 
 pa::DecodeVariant auto_variant() {
     const pa::DecodeVariant sp = single_pass_variant();
@@ -467,9 +528,54 @@ pa::DecodeVariant even_variant() {
     return v;
 }
 
+const char* const kStepNames[kLadderSteps + 1] = {"", "partitions", "fused_merge", "tensor_cores",
+                                                   "longest_first", "unit_copies", "head_rows"};
+
 }  // namespace
 
-std::vector<pa::DecodeVariant> bench_variants() {
+const char* step_name(int step) { return step >= 1 && step <= kLadderSteps ? kStepNames[step] : ""; }
+
+SplitPlan ladder_plan(int step, const pa::DecodeShape& s, const pa::DeviceInfo& info, int partition_size) {
+    if (step < 1 || step > kLadderSteps) throw pa::CudaError(pa::strf("lesson03: there is no step %d", step));
+    SplitPlan p;
+    if (step <= 2) {
+        p = step_plan(step_partition_size(s, info.sms), step == 2);
+    } else {
+        const SplitPlan rule = our_plan(facts_of(s, info.sms));
+        p.partition_size = rule.partition_size;
+        p.fused = rule.fused;
+        p.longest_first = step >= 4;
+        p.units = step >= 5;
+        p.head_rows = step >= 6;
+    }
+    if (partition_size > 0) p.partition_size = partition_size;
+    return p;
+}
+
+pa::DecodeVariant ladder_variant(int step, int partition_size) {
+    ladder_plan(step, pa::make_shape("probe", 8, 1, {1}), pa::DeviceInfo{}, 0);  // refuses a step that does not exist
+    pa::DecodeVariant v;
+    v.name = step_name(step);
+    v.why_not = [=](const pa::DecodeShape& s, const pa::DeviceInfo& info) {
+        return why_not(ladder_plan(step, s, info, partition_size), s, info);
+    };
+    v.launch = [=](const pa::PagedDecodeArgs& a, cudaStream_t st) {
+        launch(a, ladder_plan(step, pa::launch_shape(a), pa::current_device_info(), partition_size), st);
+    };
+    v.geometry = [=](const pa::DecodeShape& s, const pa::DeviceInfo& info) {
+        return geometry(ladder_plan(step, s, info, partition_size), s, info);
+    };
+    return v;
+}
+
+std::vector<pa::DecodeVariant> bench_variants(int partition_size) {
+    std::vector<pa::DecodeVariant> out = {single_pass_variant()};
+    for (int step = 1; step <= kLadderSteps; ++step) out.push_back(ladder_variant(step, partition_size));
+    out.push_back(auto_variant());
+    return out;
+}
+
+std::vector<pa::DecodeVariant> sweep_variants() {
     std::vector<pa::DecodeVariant> out = {single_pass_variant(), variant(step_plan(256, false)), variant(step_plan(256, true))};
     for (int size : {64, 128, 256, 512, 1024, 4096}) out.push_back(variant(fixed(size)));
     for (int size : {128, 512}) out.push_back(variant(fixed(size, true)));

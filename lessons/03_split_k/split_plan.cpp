@@ -169,13 +169,12 @@ Choice split_count_rule(const ShapeFacts& f) {
     return c;
 }
 
-Choice our_rule(const ShapeFacts& f) {
+SplitPlan our_plan(const ShapeFacts& f) {
     const long long ctas = static_cast<long long>(f.B) * f.Hkv;
     const int group = f.H / f.Hkv;
     const bool even_batch = f.max_ctx * static_cast<long long>(f.B) <= 2 * f.total_ctx;
     const bool head_rows = group > 8 && group <= 32;
-    Choice c;
-    if (ctas >= 0.9 * f.sms && even_batch) return c;
+    SplitPlan plan;
     // one 8-head column block (groups up to 8) runs two partition CTAs per SM; a partition of
     // kLongPartition tokens or more streams at full rate alone on its SM (one per SM suffices)
     const double target = 0.9 * f.sms * (group <= 8 ? 2 : 1);
@@ -204,15 +203,26 @@ Choice our_rule(const ShapeFacts& f) {
     if (!f.parallel_reduce && size == smallest && f.max_ctx >= 512 &&
         num_partitions(f.max_ctx, static_cast<int>(size)) < 8)
         size = 64;
-    c.plan.partition_size = static_cast<int>(size);
-    c.plan.fused = group <= 2;
-    c.plan.head_rows = head_rows;
-    c.plan.units = size >= kUnitsSmallestPartition;
-    c.plan.longest_first = !even_batch;
+    plan.partition_size = static_cast<int>(size);
+    plan.fused = group <= 2;
+    plan.head_rows = head_rows;
+    plan.units = size >= kUnitsSmallestPartition;
+    plan.longest_first = !even_batch;
+    return plan;
+}
+
+Choice our_rule(const ShapeFacts& f) {
+    const long long ctas = static_cast<long long>(f.B) * f.Hkv;
+    const int group = f.H / f.Hkv;
+    const bool even_batch = f.max_ctx * static_cast<long long>(f.B) <= 2 * f.total_ctx;
+    Choice c;
+    if (ctas >= 0.9 * f.sms && even_batch) return c;
+    c.plan = our_plan(f);
     // one partition: the single pass, unless that is lesson 02's per-head kernel and the
     // partition kernel would copy units
     const bool tiny_grouped_grid = ctas < kTinyGroupedGrid;
-    c.split = num_partitions(f.max_ctx, static_cast<int>(size)) >= 2 || (tiny_grouped_grid && !head_rows && c.plan.units);
+    const bool head_rows = group > 8 && group <= 32;
+    c.split = num_partitions(f.max_ctx, c.plan.partition_size) >= 2 || (tiny_grouped_grid && !head_rows && c.plan.units);
     return c;
 }
 

@@ -156,5 +156,9 @@ Choice split_count_rule(const ShapeFacts& f);
 //    lesson 02's per-head kernel (fewer than kTinyGroupedGrid grouped CTAs) and the one
 //    partition runs the partition kernel with unit copies: its grouped CTA is faster there.
 Choice our_rule(const ShapeFacts& f);
+// The split-k plan our_rule runs where it splits (its partition size, fused, head rows, unit
+// copies, longest first), made for any shape: the ladder's steps run it, each with only the
+// ideas it has (split_k.h: step_plan).
+SplitPlan our_plan(const ShapeFacts& f);
 
 }  // namespace lesson03

@@ -16,7 +16,7 @@
 //    needs no mask, since exp(-inf - M) = 0 and M is finite (partition 0 holds a token).
 // A second kernel, the reduce (split_reduce.cuh), merges the partitions of each (sequence,
 // query head): M = max m_p, out = sum e^(m_p - M) acc_p / sum e^(m_p - M) l_p.
-// Run: lesson03_split_k [--check | --bench] [--shape NAME] --variant partitions_tgs8_256
+// Run: lesson03_split_k [--check | --bench] [--shape NAME] --variant partitions
 #pragma once
 
 #include <cuda_runtime.h>

@@ -8,7 +8,7 @@
 // merge, the reduce kernel's code) and sets the counter back to 0 for the next launch. The
 // counters ([B * H], all 0 between launches) are the stream's own (common/split_workspace.cuh).
 // Sentinel CTAs count too, so the last one may be a sentinel; it merges like any other.
-// Run: lesson03_split_k [--check | --bench] [--shape NAME] --variant fused_merge_tgs8_256
+// Run: lesson03_split_k [--check | --bench] [--shape NAME] --variant fused_merge
 #pragma once
 
 #include <cuda_runtime.h>

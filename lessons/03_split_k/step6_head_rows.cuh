@@ -1,9 +1,9 @@
-// Lesson 03, the last step: for a large group (MQA, and GQA groups of 9..32 heads), the
+// Lesson 03, step 6: head rows: for a large group (MQA, and GQA groups of 9..32 heads), the
 // group's query heads become the ROWS of every mma and the softmax stays in registers.
-// (208 to 213 KiB of shared memory a CTA: sm_90 only; elsewhere auto takes the partition
-// kernel, or steps 1 and 2 where that does not fit either.)
+// (208 to 213 KiB of shared memory a CTA: sm_90 only; elsewhere steps 3 to 5 run the shape,
+// or steps 1 and 2 where those do not fit either.)
 //
-// What changed since split_k_partition.cuh, and why: with 32 query heads on one KV head the
+// What changed since step 5 (step5_unit_copies.cuh), and why: with 32 query heads on one KV head the
 // partition kernel is not short of bytes but of time per token tile. It puts the heads on
 // the 8-wide n side of the mma, so every tile goes QK -> logits in shared memory -> barrier
 // -> softmax, one warp per head, four heads a warp in turn -> barrier -> PV: two CTA-wide
@@ -28,9 +28,10 @@
 //    slice always holds a token, so each head's merged m is finite).
 // The producers (TileProducer, the ring) are the partition kernel's, unchanged; UNITS (sm_90)
 // takes its unit copies too, and the warps' slices are then slices of the tile's slots.
+// Run: lesson03_split_k [--check | --bench] [--shape NAME] --variant head_rows
 #pragma once
 
-#include "split_k_partition.cuh"
+#include "step5_unit_copies.cuh"  // the producers, RowOrder, partition_tokens, cta_cell
 
 namespace lesson03 {
 
