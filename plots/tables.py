@@ -657,7 +657,7 @@ def ladder_steps(lesson_dir):
 # lesson -> (folder, CSV, headline shape, sigma (05) or prefix (06))
 LADDERS = {
     "02": ("02_thread_groups", "lesson02.csv", "llama70b-B4-ctx2k", None),
-    "03": ("03_split_k", "lesson03.csv", "llama70b-B1-ctx4k", None),
+    "03": ("03_split_k", "lesson03.csv", "mqa-B1-ctx4k", None),
     "05": ("05_sparse_p", "lesson05.csv", "h8kv4-B64-ctx1k", "1.5"),
     "06": ("06_wgmma_prefill", "lesson06.csv", "B4-T4096-H32-Hkv8", "0"),
 }
@@ -1606,6 +1606,41 @@ def lesson03_best(c, shape, variants):
     rows = [c.row("03", v, shape) for v in variants if not lesson03_optional(v)]
     rows += [r for v in variants if lesson03_optional(v) for r in [c.find("03", v, shape)] if r]
     return min(rows, key=lambda r: float(r["us_median"]))
+
+
+LESSON03_LADDER = ["single_pass", "partitions", "fused_merge", "tensor_cores", "longest_first", "unit_copies",
+                   "head_rows", "auto"]
+
+
+@register("lesson03_steps")
+def t_lesson03_steps(ctx):
+    """Lesson 03 README: the ladder on every measured shape (lesson03.csv), L2-cold medians: single
+    pass, each step at its plan for the shape, auto; '-' where a step refuses the shape (head rows:
+    groups of 9 to 32; unit copies: sm_90)."""
+    parts = []
+    for gpu in ctx.data.gpus_or_error("lesson03.csv"):
+        c = ctx.data.get(gpu, "lesson03.csv")
+        shapes = []
+        for r in c.rows:
+            if r["lesson"] == "03" and r["shape"] not in shapes:
+                shapes.append(r["shape"])
+        rows = []
+        for sh in shapes:
+            cells = []
+            for v in LESSON03_LADDER:
+                r = c.find("03", v, sh)
+                cells.append(us2(r["us_median"]) if r else "-")
+            a = c.row("03", "auto", sh)
+            best_step = min((float(c.find("03", v, sh)["us_median"]), v) for v in LESSON03_LADDER[1:-1]
+                            if c.find("03", v, sh))
+            rows.append([sh] + cells + [f"`{best_step[1]}`", f"{float(c.row('03', 'single_pass', sh)['us_median']) / float(a['us_median']):.1f}x"])
+        parts.append(
+            f"**{gpu_name(gpu)}**, data {ctx.link(c)}: each step at its plan for the shape (the CSV's `plan` "
+            f"column), L2-cold medians, us; `-`: the step refuses the shape (head rows take groups of 9 to 32). "
+            f"Table A, Table B, then the long contexts.\n\n"
+            + table(["shape"] + [f"`{v}`" for v in LESSON03_LADDER] + ["fastest step", "auto vs SP"], rows,
+                    right=set(range(1, len(LESSON03_LADDER) + 1)) | {len(LESSON03_LADDER) + 2}))
+    return "\n\n".join(parts)
 
 
 @register("lesson03_dispatch")
