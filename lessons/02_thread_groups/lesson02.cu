@@ -2,80 +2,91 @@
 // the automatic choice among them.
 #include "lesson02.h"
 
+#include <map>
+#include <mutex>
+#include <tuple>
+
+#include "cuda_check.cuh"
 #include "table.h"
 
 namespace lesson02 {
 
-std::string config_name(const Config& c) {
-    const std::string tgs = "_tgs" + std::to_string(c.tgs);
-    switch (c.step) {
-        case Step::thread_groups: return "thread_groups" + tgs;
-        case Step::wide_loads: return "wide_loads" + tgs;
-        case Step::grouped_logits: return "grouped_logits" + tgs;
-        case Step::online_softmax: return "online_softmax" + tgs;
-        case Step::cp_async_ring: return "cp_async_ring" + tgs;
-        case Step::grouped: return (c.mapping == Mapping::per_head ? "per_head" : "grouped") + tgs;
-        case Step::tile_stream: return "tile_stream";
-        case Step::grouped_mma_qk: return "grouped_mma_qk";
-        case Step::grouped_mma: return "grouped_mma";
-        case Step::grouped_mma_ws: return "grouped_mma_ws";
-        case Step::grouped_mma_bulk: return "grouped_mma_bulk";
-        case Step::grouped_mma_units: return "grouped_mma_units";
+namespace {
+
+// Each step once: its name and its three entry points (steps.h), resolved from the Config's
+// step by one table lookup. Steps 1-6 take the Config's TGS (and step 6 its mapping).
+struct StepOps {
+    const char* name;
+    bool tgs_suffix;  // the CSV name ends in _tgs<N>
+    std::string (*why_not)(const Config&, const pa::DecodeShape&, const pa::DeviceInfo&);
+    void (*launch)(const pa::PagedDecodeArgs&, const Config&, cudaStream_t);
+    pa::LaunchGeometry (*geometry)(const Config&, const pa::DecodeShape&, const pa::DeviceInfo&);
+};
+
+// A step whose launcher takes the TGS (steps 1-5), or none (steps 7-12).
+#define PA_TGS_STEP(NS, NAME)                                                                                  \
+    StepOps {                                                                                                  \
+        NAME, true, [](const Config& c, const pa::DecodeShape& s, const pa::DeviceInfo& i) {                   \
+            return NS::why_not(s, c.tgs, i); },                                                                \
+            [](const pa::PagedDecodeArgs& a, const Config& c, cudaStream_t st) { NS::launch(a, c.tgs, st); }, \
+            [](const Config& c, const pa::DecodeShape& s, const pa::DeviceInfo& i) { return NS::geometry(s, c.tgs, i); } \
     }
-    return "?";
+#define PA_PLAIN_STEP(NS, NAME)                                                                                      \
+    StepOps {                                                                                                        \
+        NAME, false, [](const Config&, const pa::DecodeShape& s, const pa::DeviceInfo& i) { return NS::why_not(s, i); }, \
+            [](const pa::PagedDecodeArgs& a, const Config&, cudaStream_t st) { NS::launch(a, st); },                 \
+            [](const Config&, const pa::DecodeShape& s, const pa::DeviceInfo& i) { return NS::geometry(s, i); }      \
+    }
+
+const StepOps kStepOps[] = {
+    PA_TGS_STEP(step1, "thread_groups"),
+    PA_TGS_STEP(step2, "wide_loads"),
+    PA_TGS_STEP(step3, "grouped_logits"),
+    PA_TGS_STEP(step4, "online_softmax"),
+    PA_TGS_STEP(step5, "cp_async_ring"),
+    StepOps{"grouped", true,  // named per_head_tgs<N> or grouped_tgs<N> by its mapping
+            [](const Config& c, const pa::DecodeShape& s, const pa::DeviceInfo& i) {
+                return step6::why_not(c.mapping, s, c.tgs, i);
+            },
+            [](const pa::PagedDecodeArgs& a, const Config& c, cudaStream_t st) { step6::launch(c.mapping, a, c.tgs, st); },
+            [](const Config& c, const pa::DecodeShape& s, const pa::DeviceInfo& i) {
+                return step6::geometry(c.mapping, s, c.tgs, i);
+            }},
+    PA_PLAIN_STEP(step7, "tile_stream"),
+    PA_PLAIN_STEP(step8, "grouped_mma_qk"),
+    PA_PLAIN_STEP(step9, "grouped_mma"),
+    PA_PLAIN_STEP(step10, "grouped_mma_ws"),
+    PA_PLAIN_STEP(step11, "grouped_mma_bulk"),
+    PA_PLAIN_STEP(step12, "grouped_mma_units"),
+};
+#undef PA_TGS_STEP
+#undef PA_PLAIN_STEP
+static_assert(sizeof(kStepOps) / sizeof(kStepOps[0]) == static_cast<int>(Step::grouped_mma_units),
+              "one entry per step, in step order");
+
+const StepOps& ops_of(Step step) {
+    const int i = static_cast<int>(step) - 1;
+    if (i < 0 || i >= static_cast<int>(Step::grouped_mma_units))
+        throw pa::CudaError(pa::strf("lesson02: no step %d", static_cast<int>(step)));
+    return kStepOps[i];
+}
+
+}  // namespace
+
+std::string config_name(const Config& c) {
+    const StepOps& ops = ops_of(c.step);
+    std::string name = c.step == Step::grouped && c.mapping == Mapping::per_head ? "per_head" : ops.name;
+    return ops.tgs_suffix ? name + "_tgs" + std::to_string(c.tgs) : name;
 }
 
 std::string why_not(const Config& c, const pa::DecodeShape& s, const pa::DeviceInfo& info) {
-    switch (c.step) {
-        case Step::thread_groups: return step1::why_not(s, c.tgs, info);
-        case Step::wide_loads: return step2::why_not(s, c.tgs, info);
-        case Step::grouped_logits: return step3::why_not(s, c.tgs, info);
-        case Step::online_softmax: return step4::why_not(s, c.tgs, info);
-        case Step::cp_async_ring: return step5::why_not(s, c.tgs, info);
-        case Step::grouped: return step6::why_not(c.mapping, s, c.tgs, info);
-        case Step::tile_stream: return step7::why_not(s, info);
-        case Step::grouped_mma_qk: return step8::why_not(s, info);
-        case Step::grouped_mma: return step9::why_not(s, info);
-        case Step::grouped_mma_ws: return step10::why_not(s, info);
-        case Step::grouped_mma_bulk: return step11::why_not(s, info);
-        case Step::grouped_mma_units: return step12::why_not(s, info);
-    }
-    return "unknown step";
+    return ops_of(c.step).why_not(c, s, info);
 }
 
-void launch(const pa::PagedDecodeArgs& a, const Config& c, cudaStream_t stream) {
-    switch (c.step) {
-        case Step::thread_groups: return step1::launch(a, c.tgs, stream);
-        case Step::wide_loads: return step2::launch(a, c.tgs, stream);
-        case Step::grouped_logits: return step3::launch(a, c.tgs, stream);
-        case Step::online_softmax: return step4::launch(a, c.tgs, stream);
-        case Step::cp_async_ring: return step5::launch(a, c.tgs, stream);
-        case Step::grouped: return step6::launch(c.mapping, a, c.tgs, stream);
-        case Step::tile_stream: return step7::launch(a, stream);
-        case Step::grouped_mma_qk: return step8::launch(a, stream);
-        case Step::grouped_mma: return step9::launch(a, stream);
-        case Step::grouped_mma_ws: return step10::launch(a, stream);
-        case Step::grouped_mma_bulk: return step11::launch(a, stream);
-        case Step::grouped_mma_units: return step12::launch(a, stream);
-    }
-}
+void launch(const pa::PagedDecodeArgs& a, const Config& c, cudaStream_t stream) { ops_of(c.step).launch(a, c, stream); }
 
 pa::LaunchGeometry geometry(const Config& c, const pa::DecodeShape& s, const pa::DeviceInfo& info) {
-    switch (c.step) {
-        case Step::thread_groups: return step1::geometry(s, c.tgs, info);
-        case Step::wide_loads: return step2::geometry(s, c.tgs, info);
-        case Step::grouped_logits: return step3::geometry(s, c.tgs, info);
-        case Step::online_softmax: return step4::geometry(s, c.tgs, info);
-        case Step::cp_async_ring: return step5::geometry(s, c.tgs, info);
-        case Step::grouped: return step6::geometry(c.mapping, s, c.tgs, info);
-        case Step::tile_stream: return step7::geometry(s, info);
-        case Step::grouped_mma_qk: return step8::geometry(s, info);
-        case Step::grouped_mma: return step9::geometry(s, info);
-        case Step::grouped_mma_ws: return step10::geometry(s, info);
-        case Step::grouped_mma_bulk: return step11::geometry(s, info);
-        case Step::grouped_mma_units: return step12::geometry(s, info);
-    }
-    return {};
+    return ops_of(c.step).geometry(c, s, info);
 }
 
 // The rule, read off the measured steps (plots/data/<gpu>/lesson02.csv; README "The
@@ -107,11 +118,34 @@ std::vector<Config> auto_preference(const pa::DecodeShape& s, const pa::DeviceIn
     return prefs;
 }
 
-Config auto_config(const pa::DecodeShape& s, const pa::DeviceInfo& info) {
+namespace {
+
+Config resolve_auto(const pa::DecodeShape& s, const pa::DeviceInfo& info) {
     const std::vector<Config> prefs = auto_preference(s, info);
     for (const Config& c : prefs)
         if (why_not(c, s, info).empty()) return c;
     return prefs.front();  // nothing runs: launching it reports why
+}
+
+}  // namespace
+
+// Resolved once per (GPU, shape as the rule and the refusals see it) and kept: a launch pays a
+// lookup, not the preference list's refusals again.
+Config auto_config(const pa::DecodeShape& s, const pa::DeviceInfo& info) {
+    using Key = std::tuple<std::string, int, int, int, int, int, int, int, int, int>;
+    static std::mutex mutex;
+    static std::map<Key, Config> cache;
+    const Key key{info.name, info.sms, info.smem_per_block_optin, s.B, s.H, s.Hkv, s.D, s.block_size, s.max_ctx(),
+                  static_cast<int>(s.dtype)};
+    {
+        std::lock_guard<std::mutex> lock(mutex);
+        const auto it = cache.find(key);
+        if (it != cache.end()) return it->second;
+    }
+    const Config c = resolve_auto(s, info);
+    std::lock_guard<std::mutex> lock(mutex);
+    cache.emplace(key, c);
+    return c;
 }
 
 namespace {

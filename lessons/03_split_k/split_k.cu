@@ -286,7 +286,7 @@ void launch_partitions(const pa::PagedDecodeArgs& a, int partition_size, const S
 // before the partition kernel has finished (the head-row kernel's CTAs allow it after their
 // main loop, the partition kernel's as they exit), and its CTAs wait at griddepcontrol.wait
 // until the partitions are complete and their scratch is visible. That hides part of the
-// second launch's gap (see the README). Code built for older GPUs is launched plainly.
+// second launch's gap (NOTES.md, "The fused merge"). Code built for older GPUs is launched plainly.
 void launch_reduce(const pa::PagedDecodeArgs& a, const SplitScratch& s, cudaStream_t stream) {
     const bool built = with_reduce_kernel(a.dtype, a.D, [&](auto kernel) {
         using T = typename pa::KernelScalar<decltype(kernel)>::type;

@@ -45,8 +45,8 @@ int num_partitions(int ctx, int partition_size);
 //    mixed lengths then gives its CTAs very different amounts of work.
 // fused: the last partition CTA of a (sequence, KV head) merges, no reduce launch.
 // head_rows: the group's query heads as the rows of every mma, the softmax in registers
-// (split_k_head_rows.cuh), for groups of 9 to 32 heads.
-// units (sm_90): the producers (of the partition or the head-row kernel) are lesson 02's step 7
+// (step6_head_rows.cuh), for groups of 9 to 32 heads.
+// units (sm_90): the producers (of the partition or the head-row kernel) are lesson 02's step 12
 // (one bulk copy per 16-token unit of a page, 8 at D 256); pages of 8 tokens at D 64 and 128
 // are too small.
 // longest_first: the CTAs start in the order of longest_first_order (the longest partitions
@@ -56,7 +56,7 @@ int num_partitions(int ctx, int partition_size);
 // 2), lesson 02's step 2 with a partition axis, one CTA per (sequence, query head, partition)
 // with thread groups of tgs lanes and a few KiB of shared memory: they run on every sm_80+ GPU.
 // They take fixed partitions only (no splits, head rows, unit copies or longest-first order).
-// tgs == 0: the mma kernels (split_k_partition.cuh, split_k_head_rows.cuh), which need
+// tgs == 0: the mma kernels (steps 3 to 6: step3_tensor_cores.cuh .. step6_head_rows.cuh), which need
 // 113 KiB of shared memory a CTA or more.
 // Unit copies pay from partitions of one 128-token tile (measured; our_rule and lesson 04 use it).
 constexpr int kUnitsSmallestPartition = 128;
@@ -88,7 +88,7 @@ struct Cell {
 // largest first, ties in the grid's own order (partition-major, then sequence), so the
 // empty partitions come last. The GPU starts CTAs in index order, and a batch of mixed
 // lengths in the grid's own order starts the long sequences' last partitions last: the
-// final wave is full-size CTAs on a GPU that is emptying (README: "Longest first").
+// final wave is full-size CTAs on a GPU that is emptying (NOTES.md: "Longest first").
 std::vector<Cell> longest_first_order(const SplitPlan& p, const std::vector<int>& ctx, int partitions);
 
 // Partition CTAs per (sequence, KV head) for a batch whose longest context is max_ctx

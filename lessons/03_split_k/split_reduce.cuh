@@ -1,6 +1,6 @@
 // Lesson 03: split-k's merge of the partitions (M = max m_p, out = sum e^(m_p - M) acc_p /
 // sum e^(m_p - M) l_p), as the reduce kernel and as the fused merge of every partition kernel
-// (step1_partitions.cuh, step2_fused_merge.cuh, split_k_partition.cuh, split_k_head_rows.cuh).
+// (step1_partitions.cuh to step6_head_rows.cuh).
 // The scratch it reads is split_plan.h's SplitScratch, whichever kernel wrote it.
 #pragma once
 

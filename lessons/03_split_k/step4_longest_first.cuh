@@ -124,8 +124,7 @@ longest_first_kernel(scalar_t* __restrict__ out,             // [B, H, D] (FUSED
         // cp.async group has landed: the wait covers the thread's own copies only, which is
         // why `full` counts every producer. kLag = kStages - 2 leaves one slot free, so the
         // next copy is issued while the consumers work on the tile just announced (with
-        // kLag = kStages - 1 the producer waits for them, which measured slower; see the
-        // README).
+        // kLag = kStages - 1 the producer waits for them, which measured slower).
         constexpr int kLag = kStages - 2;
         TileProducer<scalar_t, HEAD_SIZE> producer(threadIdx.x - kConsumerThreads, k_cache, v_cache, seq_pages, Hkv,
                                                    kv_head, block_size, t_begin, t_end);

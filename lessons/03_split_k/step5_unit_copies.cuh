@@ -29,14 +29,14 @@
 namespace lesson03 {
 
 // The order in which the mma reads a staged tile: slot s is row s (TileProducer's tiles), or
-// lesson 02's step 7 order (UnitProducer's tiles: row s / 8 of unit s % 8).
+// lesson 02's step 12 order (UnitProducer's tiles: row s / 8 of unit s % 8).
 template <int HEAD_SIZE>
 struct RowOrder {
     __host__ __device__ static constexpr int slot_offset(int s) { return s * tile_row_elems(HEAD_SIZE); }
     __host__ __device__ static constexpr int token_of(int s) { return s; }
 };
 
-// UNITS producers: lesson 02's step 7 loop over the partition's tokens [t_begin, t_end), its
+// UNITS producers: lesson 02's step 12 loop over the partition's tokens [t_begin, t_end), its
 // pages handed over as a sequence of their own (t_begin is a multiple of 32 tokens, so of
 // the page size too). Producer thread `tid`; ring [kStages][kTile][kRow] with its barriers.
 template <class scalar_t, int HEAD_SIZE, int kStages>
@@ -61,7 +61,7 @@ __device__ __forceinline__ void run_unit_producers(int tid, const scalar_t* k_ca
 // Grid (Hkv, B, max_partitions): blockIdx.z is the partition (or cta_cell's, with an order
 // table: a longest-first plan). FUSED: the last partition CTA
 // of a (sequence, KV head) to finish merges; counters [B * Hkv] start at 0 and are left at 0.
-// UNITS (sm_90): lesson 02's step 7 producers, one bulk copy per 16-token unit of a page; the
+// UNITS (sm_90): lesson 02's step 12 producers, one bulk copy per 16-token unit of a page; the
 // consumers read the tile in its unit order and give slots past the partition's end -inf.
 template <class scalar_t, int HEAD_SIZE, int HEADS_PER_CTA, int CTAS_PER_SM, bool FUSED, bool UNITS>
 __global__ void __launch_bounds__(kMmaThreads, CTAS_PER_SM)
@@ -151,8 +151,7 @@ split_k_partition_kernel(scalar_t* __restrict__ out,             // [B, H, D] (F
         // cp.async group has landed: the wait covers the thread's own copies only, which is
         // why `full` counts every producer. kLag = kStages - 2 leaves one slot free, so the
         // next copy is issued while the consumers work on the tile just announced (with
-        // kLag = kStages - 1 the producer waits for them, which measured slower; see the
-        // README).
+        // kLag = kStages - 1 the producer waits for them, which measured slower).
         constexpr int kLag = kStages - 2;
         TileProducer<scalar_t, HEAD_SIZE> producer(threadIdx.x - kConsumerThreads, k_cache, v_cache, seq_pages, Hkv,
                                                    kv_head, block_size, t_begin, t_end);

@@ -8,7 +8,7 @@
 // the 8-wide n side of the mma, so every tile goes QK -> logits in shared memory -> barrier
 // -> softmax, one warp per head, four heads a warp in turn -> barrier -> PV: two CTA-wide
 // barriers and a chain of warp shuffles per tile, with eight warps that mostly wait on each
-// other (about 2.8 us per 128-token tile, against about 0.1 us to read it; see the README).
+// other (NOTES.md, "Head rows for MQA", has the measurement).
 // FlashAttention-2's prefill loop has no such chain, and a decode step of a large group is
 // a prefill with the group's heads as its query rows (FlashInfer's tensor-core decode):
 //  * S[head][token] = Q K^T with Q as A (16 heads x 16 dims, from shared memory) and the
@@ -59,7 +59,7 @@ struct HeadRowLayout {
     static_assert(kStages >= 3 && kMergeBytes <= kStages * kTileBytes, "the ring holds three tiles and the merge");
 };
 
-// Grid (Hkv, B, max_partitions), kMmaThreads threads, as split_k_partition_kernel; same
+// Grid (Hkv, B, max_partitions), kMmaThreads threads, as step 5's split_k_partition_kernel; same
 // scratch, sentinel and (FUSED) counters.
 template <class scalar_t, int HEAD_SIZE, int ROWS, bool FUSED, bool UNITS>
 __global__ void __launch_bounds__(kMmaThreads, 1)

@@ -6,6 +6,7 @@
 #include <cuda.h>  // CUtensorMap (a 128-byte opaque struct); no driver library is linked
 
 #include "lesson06.h"
+#include "steps.cuh"  // make_batch, policy_params, launch_tiles128, geometry_tiles128
 
 namespace lesson06 {
 
@@ -17,5 +18,36 @@ struct Maps {
 
 // The maps of a batch, for query tiles of `q_rows` rows.
 Maps make_maps(const PrefillArgs& a, int q_rows);
+
+// The host side of a TMA step (5 to 9), which differ only in their kernels: Step names them,
+//   struct Step {
+//       template <class P> static auto kernel();  // stepN::wgmma_ws_prefill_kernel<P>
+//       static constexpr int kNB, kRows, kThreads, kSmemBytes;  // stepN's
+//   };
+// and each step's .cu instantiates these once, for its two policies.
+template <class Step, class F>
+void with_tma_step_kernel(Policy p, F&& f) {
+    if (p == Policy::softmax)
+        f(Step::template kernel<SoftmaxPolicy<Step::kNB>>());
+    else
+        f(Step::template kernel<GatePolicy<Step::kNB>>());
+}
+
+template <class Step>
+void launch_tma_step(const PrefillArgs& a, Policy p, cudaStream_t stream) {
+    const step2::Batch b = make_batch(a, Step::kRows);
+    const Maps maps = make_maps(a, Step::kRows);
+    with_tma_step_kernel<Step>(p, [&](auto kernel) {
+        launch_tiles128(kernel, a, Step::kThreads, Step::kSmemBytes, stream, b, policy_params(a), maps);
+    });
+}
+
+template <class Step>
+Geometry geometry_tma_step(const PrefillShape& s) {
+    Geometry g;
+    with_tma_step_kernel<Step>(Policy::softmax,
+                               [&](auto kernel) { g = geometry_tiles128(kernel, s, Step::kThreads, Step::kSmemBytes); });
+    return g;
+}
 
 }  // namespace lesson06
