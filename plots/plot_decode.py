@@ -27,15 +27,14 @@ import sys
 
 import matplotlib.ticker
 
+import catalog
 import plotlib
 from plotlib import plt
 
-# Table A (common/shapes.cpp): the bandwidth plot leaves out the long-context shapes
+# Table A (plots/catalog.py): the bandwidth plot leaves out the long-context shapes
 # (llama70b-B16-mixed, *-ctx128k) that lesson 03 adds under the same model names.
-TABLE_A = ["llama7b-B1-ctx1k", "llama7b-B1-ctx4k", "llama7b-B8-ctx2k", "llama7b-B32-ctx1k",
-           "llama70b-B1-ctx4k", "llama70b-B4-ctx2k", "llama70b-B16-ctx8k",
-           "mqa-B1-ctx4k", "mqa-B16-ctx4k", "mqa-B64-ctx2k"]
-TGS = (4, 8, 16)
+TABLE_A = catalog.TABLE_A
+TGS = catalog.TGS
 # Lesson 02's steps: 1 thread_groups, 2 wide_loads, 3 per_head and grouped (the two CTA
 # mappings), each at TGS 4/8/16; 4 grouped_mma; 5 grouped_mma_ws; 6 grouped_mma_bulk and 7
 # grouped_mma_units (sm_90).

@@ -19,15 +19,14 @@ import sys
 
 import matplotlib.ticker
 
+import catalog
 import plotlib
 from plotlib import plt
 
 MODELS = (("qwen1.5b", "qwen1.5b: H 12, Hkv 2"), ("qwen7b", "qwen7b: H 28, Hkv 4"))
 SHAPE = re.compile(r"^(qwen1\.5b|qwen7b)-B1-ctx(\d+k?)$")
-# The RTX 4090 post (fp16, B 1), us: base (single pass) and split-k, by shape.
-POST_4090_US = {"qwen1.5b-B1-ctx128": (21, 64), "qwen1.5b-B1-ctx512": (33, 64), "qwen1.5b-B1-ctx1k": (58, 64),
-                "qwen1.5b-B1-ctx2k": (112, 70), "qwen1.5b-B1-ctx4k": (224, 68), "qwen7b-B1-ctx1k": (74, 63),
-                "qwen7b-B1-ctx2k": (129, 68), "qwen7b-B1-ctx4k": (256, 100)}
+# The RTX 4090 post (fp16, B 1; plots/catalog.py, in ms), us: base (single pass) and split-k, by shape.
+POST_4090_US = {s: (round(base * 1000), round(split * 1000)) for s, (base, split, _) in catalog.POST_4090_MS.items()}
 
 
 def ctx_of(shape):

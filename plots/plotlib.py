@@ -21,13 +21,14 @@ import subprocess
 
 import matplotlib
 
+import catalog  # plots/catalog.py: the GPU names, the shapes, the posts' numbers
+
 matplotlib.use("Agg")  # files only, no display needed
 import matplotlib.pyplot as plt  # noqa: E402,F401  (re-exported for the plot scripts)
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(HERE)
-GPU_NAMES = {"h200": "NVIDIA H200", "h100": "NVIDIA H100 80GB HBM3", "a100": "NVIDIA A100", "l40s": "NVIDIA L40S",
-             "l4": "NVIDIA L4", "rtx-4090": "NVIDIA GeForce RTX 4090", "rtx-3090": "NVIDIA GeForce RTX 3090"}
+GPU_NAMES = catalog.GPU_DEVICE_NAMES
 # The peers' CSVs (scripts/reproduce.sh): PyTorch SDPA and FlashInfer, lesson `peer`.
 PEER_FILES = ("peers_sdpa.csv", "peers_flashinfer.csv")
 # Each peer variant's colour and marker, the same in every plot.

@@ -7,15 +7,19 @@ A README holds a generated table between two marker lines:
     ...written by this script, replaced whole...
     <!-- /table:NAME -->
 
-NAME is one of the table functions below (`--list` names them). Each reads
-plots/data/<gpu>/lessonNN.csv and states, inside its block, which GPU and which CSV its
-numbers come from. Text outside the markers is never touched.
+NAME is one of the tables below (`--list` names them): a grid (one row per shape) is a spec
+given to `grid` (its CSV, shapes, columns and caption); a table that writes sentences or is
+irregular is a function. Each reads plots/data/<gpu>/lessonNN.csv and states, inside its
+block, which GPU and which CSV its numbers come from. Text outside the markers is never
+touched. The shapes, the GPUs' names and the posts' published numbers come from
+plots/catalog.py.
 
     python3 plots/tables.py            rewrite every block that differs from the CSVs
     python3 plots/tables.py --check    rewrite nothing; exit 1, one line per block that
                                        differs (CI runs this: CTest test `readme_tables`)
     python3 plots/tables.py --list     the table names and what each shows
-    python3 plots/tables.py --self-test
+    python3 plots/test_tables.py       tests this script on tiny CSVs (CTest test
+                                       `readme_tables_self_test`)
 
 Unknown table names, unbalanced markers, a missing CSV, a missing row or a row whose
 check FAILed are errors (exit 1, one line each), never an empty table.
@@ -23,39 +27,26 @@ Python 3 standard library only; no GPU.
 """
 
 import argparse
-import contextlib
 import csv
 import io
 import math
 import re
 import statistics
 import sys
-import tempfile
 import textwrap
 from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from catalog import (GPU_NAMES, GPU_ORDER, GPU_SHORT, LESSON01_SHAPES, LESSON05_GRID, LESSON05_SIGMAS,  # noqa: E402
+                     LESSON06_SHAPES, LESSON07_LAYERS, LESSON07_PAIRS, LESSON07_TOKENS, LONG_SHAPES, POST_4090_MS,
+                     POST_H200_PREFILL_SHAPE, POST_H200_PREFILL_US, POST_H200_SPARSE_GAIN, POST_H200_TGS_SWEEP_US,
+                     POST_L4_MS, TABLE_A, TABLE_B, TABLE_C, TABLE_C_TGS_SWEEP, TGS)
 
 REPO = Path(__file__).resolve().parent.parent
 
 # ---------------------------------------------------------------------------------------
 # What the tables are about
 
-# GPU folders under plots/data/, in the order tables list them; others follow, sorted.
-GPU_ORDER = ("h200", "h100")
-GPU_NAMES = {"h200": "NVIDIA H200 (132 SMs, 60 MiB L2)", "h100": "NVIDIA H100 80GB HBM3 (132 SMs, 50 MiB L2)"}
-GPU_SHORT = {"h200": "H200", "h100": "H100"}
-
-TABLE_A = ["llama7b-B1-ctx1k", "llama7b-B1-ctx4k", "llama7b-B8-ctx2k", "llama7b-B32-ctx1k",
-           "llama70b-B1-ctx4k", "llama70b-B4-ctx2k", "llama70b-B16-ctx8k",
-           "mqa-B1-ctx4k", "mqa-B16-ctx4k", "mqa-B64-ctx2k"]
-# Table C (bf16, H8/Hkv4), in (B, ctx) order, and the part of it the TGS sweep uses.
-TABLE_C = ["h8kv4-B1-ctx256", "h8kv4-B32-ctx128", "h8kv4-B32-ctx256", "h8kv4-B32-ctx512",
-           "h8kv4-B32-ctx1k", "h8kv4-B64-ctx128", "h8kv4-B64-ctx256", "h8kv4-B64-ctx1k",
-           "h8kv4-B128-ctx256", "h8kv4-B128-ctx512"]
-TABLE_C_TGS_SWEEP = ["h8kv4-B1-ctx256", "h8kv4-B32-ctx256", "h8kv4-B32-ctx512", "h8kv4-B64-ctx128",
-                     "h8kv4-B64-ctx1k", "h8kv4-B128-ctx256", "h8kv4-B128-ctx512"]
-LESSON01_SHAPES = TABLE_A + ["h8kv4-B32-ctx256", "h8kv4-B128-ctx512"]
-
-TGS = (4, 8, 16)
 # Lesson 02's ladder: (step, family, has a TGS). A family with a TGS is the variants
 # <family>_tgs4/8/16; step 6 is one idea with two mappings. The steps with one variant each
 # (3-5, 7, 8) are in the ladder table (lesson02_ladder_steps).
@@ -69,26 +60,6 @@ def family_variants(family, has_tgs):
 
 
 LESSON02_STEP_VARIANTS = [v for _, fam, tgs in LESSON02_STEPS for v in family_variants(fam, tgs)]
-
-# Published numbers from the blog posts the lessons follow (not measured here).
-# The L4 post's single-pass decode kernel (vLLM-v1 style, with thread groups), ms.
-POST_L4_SINGLE_PASS_MS = {"llama7b-B1-ctx1k": 0.142, "llama70b-B4-ctx2k": 0.165, "mqa-B16-ctx4k": 0.331}
-# The H200 post (bf16, H8/Hkv4, gated attention), us, at TGS 4 / 8 / 16.
-POST_H200_TGS_SWEEP_US = {
-    "h8kv4-B1-ctx256": (30.28, 27.32, 31.98), "h8kv4-B32-ctx256": (41.64, 33.07, 33.82),
-    "h8kv4-B32-ctx512": (79.67, 62.30, 64.60), "h8kv4-B64-ctx128": (34.05, 25.68, 21.48),
-    "h8kv4-B64-ctx1k": (297.92, 225.29, 210.27), "h8kv4-B128-ctx256": (91.14, 71.29, 71.29),
-    "h8kv4-B128-ctx512": (176.84, 137.00, 137.00),
-}
-# The same post's ablation at TGS 8, us: baseline / + paired K loads / + q in registers.
-# No table uses it yet: it goes beside lesson 02's ablation once that has variant names.
-POST_H200_ABLATION_US = {
-    "h8kv4-B1-ctx256": (27.32, 25.37, 24.55), "h8kv4-B32-ctx128": (18.32, 15.96, 15.18),
-    "h8kv4-B32-ctx256": (33.07, 28.43, 26.71), "h8kv4-B32-ctx512": (62.30, 53.71, 49.47),
-    "h8kv4-B64-ctx128": (25.68, 21.23, 18.19), "h8kv4-B64-ctx256": (47.83, 39.02, 32.00),
-    "h8kv4-B128-ctx256": (91.14, 74.83, 61.44),
-}
-
 
 class TableError(Exception):
     """A table cannot be written from the CSVs; the message names what is missing."""
@@ -333,6 +304,97 @@ def register(name):
     return deco
 
 
+# ---------------------------------------------------------------------------------------
+# Grid tables: one row per shape, one column per kind of cell, one table per GPU with the CSV.
+# A spec names its CSV, lesson, shapes, columns and caption; `grid` makes the table function.
+
+class At:
+    """One shape of one CSV, as a column reads it. A variant may be a name or a function of this
+    (e.g. the fastest of a list)."""
+
+    def __init__(self, c, lesson, shape):
+        self.c, self.lesson, self.shape = c, lesson, shape
+
+    def row(self, variant, l2="cold"):
+        """The row of `variant`: a name, (lesson, name) for another lesson's rows, or a function."""
+        v = variant(self) if callable(variant) else variant
+        lesson, v = v if isinstance(v, tuple) else (self.lesson, v)
+        return self.c.row(lesson, v, self.shape, l2)
+
+    def us(self, variant, l2="cold"):
+        return float(self.row(variant, l2)["us_median"])
+
+
+class Col:
+    """A column: its heading, whether it is right-aligned, and its cell as a function of an At."""
+
+    def __init__(self, head, cell, right=True):
+        self.head, self.cell, self.right = head, cell, right
+
+
+def c_shape(head="shape"):
+    return Col(head, lambda at: at.shape, right=False)
+
+
+def c_time(head, variant, l2="cold", fmt=us1):
+    return Col(head, lambda at: fmt(at.us(variant, l2)))
+
+
+def c_pct(variant, head="% read BW"):
+    return Col(head, lambda at: pct(at.row(variant)))
+
+
+def c_time_pct(head, variant, fmt=us1, right=False):
+    return Col(head, lambda at: f"{fmt(at.us(variant))} ({pct(at.row(variant))})", right)
+
+
+def c_name(head, variant, column="variant", right=False):
+    """A row's text column in backticks: the variant a best-of chose, or auto's auto_pick."""
+    return Col(head, lambda at: f"`{at.row(variant)[column]}`", right)
+
+
+def c_ratio(head, num, den, fmt="{:.2f}", num_l2="cold", den_l2="cold"):
+    return Col(head, lambda at: fmt.format(at.us(num, num_l2) / at.us(den, den_l2)))
+
+
+def c_mib(variant, head="MiB"):
+    return Col(head, lambda at: f"{float(at.row(variant)['bytes']) / 2**20:.0f}")
+
+
+def c_post(head, posts, index, fmt, right=True):
+    """A post's published number for the shape: posts is one dict or several (the first holding it)."""
+    def cell(at):
+        for p in posts if isinstance(posts, (list, tuple)) else [posts]:
+            if at.shape in p:
+                return fmt(p[at.shape][index])
+        raise TableError(f"no post's number for {at.shape}")
+    return Col(head, cell, right)
+
+
+def fill(caption, ctx, gpu, c):
+    """The caption with {gpu} (its name), {data} (a link to the CSV) and {bw} (the run's read
+    bandwidth) put in; any other braces are left as they are. A function gives the caption itself."""
+    if callable(caption):
+        return caption(ctx, gpu, c)
+    out = caption.replace("{gpu}", gpu_name(gpu)).replace("{data}", ctx.link(c))
+    return out.replace("{bw}", c.read_bw()) if "{bw}" in out else out
+
+
+def grid(name, doc, csvname, lesson, shapes, cols, caption):
+    """Registers table `name`: per GPU with `csvname`, the caption, then a row per shape."""
+    def fn(ctx):
+        parts = []
+        for gpu in ctx.data.gpus_or_error(csvname):
+            c = ctx.data.get(gpu, csvname)
+            rows = [[col.cell(At(c, lesson, s)) for col in cols] for s in shapes]
+            parts.append(fill(caption, ctx, gpu, c) + "\n\n"
+                         + table([col.head for col in cols], rows, right={i for i, col in enumerate(cols) if col.right}))
+        return "\n\n".join(parts)
+    fn.__doc__ = doc
+    register(name)(fn)
+    return fn
+
+
 @register("results_so_far")
 def t_results_so_far(ctx):
     """README.md: Table A, L2-cold: lesson 01 (lesson01.csv) beside lesson 02's fastest step and
@@ -360,25 +422,16 @@ def t_results_so_far(ctx):
     return "\n\n".join(parts)
 
 
-@register("lesson01_results")
-def t_lesson01_results(ctx):
-    """Lesson 01 README: the naive kernel on Table A and two Table C shapes, L2-hot and L2-cold,
-    with MiB moved, CTAs, cold GB/s and % of read bandwidth; one table per GPU with a lesson01.csv."""
-    parts = []
-    for gpu in ctx.data.gpus_or_error("lesson01.csv"):
-        c = ctx.data.get(gpu, "lesson01.csv")
-        rows = []
-        for s in LESSON01_SHAPES:
-            hot, cold = c.row("01", "naive", s, "hot"), c.row("01", "naive", s, "cold")
-            name = s if cold["dtype"] == "fp16" else f"{s} ({cold['dtype']})"
-            rows.append([name, mib(cold), cold.get("ctas", ""), us1(hot["us_median"]), us1(cold["us_median"]),
-                         f"{float(cold['gbps']):.0f}", pct(cold)])
-        parts.append(
-            f"**{gpu_name(gpu)}**, data {ctx.link(c)}; streaming read bandwidth measured in that run: "
-            f"{c.read_bw()} (from the rows' GB/s over their % read BW).\n\n"
-            + table(["shape", "MiB", "CTAs", "hot us", "cold us", "cold GB/s", "% read BW"], rows,
-                    right={1, 2, 3, 4, 5, 6}))
-    return "\n\n".join(parts)
+grid("lesson01_results",
+     """Lesson 01 README: the naive kernel on Table A and two Table C shapes, L2-hot and L2-cold,
+    with MiB moved, CTAs, cold GB/s and % of read bandwidth; one table per GPU with a lesson01.csv.""",
+     "lesson01.csv", "01", LESSON01_SHAPES,
+     [Col("shape", lambda at: at.shape if at.row("naive")["dtype"] == "fp16" else f"{at.shape} ({at.row('naive')['dtype']})",
+          right=False),
+      c_mib("naive"), Col("CTAs", lambda at: at.row("naive").get("ctas", "")), c_time("hot us", "naive", "hot"),
+      c_time("cold us", "naive"), Col("cold GB/s", lambda at: f"{float(at.row('naive')['gbps']):.0f}"), c_pct("naive")],
+     "**{gpu}**, data {data}; streaming read bandwidth measured in that run: {bw} (from the rows' GB/s over their "
+     "% read BW).")
 
 
 @register("lesson01_best_worst")
@@ -397,6 +450,10 @@ def t_lesson01_best_worst(ctx):
     return "\n".join(lines)
 
 
+# The L4 post's single-pass times (POST_L4_MS) in the order lesson 01's table lists them.
+LESSON01_POST_SHAPES = ("llama7b-B1-ctx1k", "llama70b-B4-ctx2k", "mqa-B16-ctx4k")
+
+
 @register("lesson01_posts")
 def t_lesson01_posts(ctx):
     """Lesson 01 README: the L4 post's single-pass kernel (published ms) beside lesson 01's naive
@@ -404,13 +461,14 @@ def t_lesson01_posts(ctx):
     gpus = ctx.data.gpus_or_error("lesson01.csv")
     cs = [ctx.data.get(g, "lesson01.csv") for g in gpus]
     rows, slower = [], {g: 0 for g in gpus}
-    for s, post in POST_L4_SINGLE_PASS_MS.items():
+    for s in LESSON01_POST_SHAPES:
+        post = POST_L4_MS[s][0]
         ours = [float(c.row("01", "naive", s)["us_median"]) / 1000 for c in cs]
         for g, ms in zip(gpus, ours):
             slower[g] += ms > post
         rows.append([s, f"{post:.3f}"] + [f"{ms:.3f}" for ms in ours])
     src = "; ".join(f"{GPU_SHORT.get(g, g)}: {ctx.link(c)}" for g, c in zip(gpus, cs))
-    n = len(POST_L4_SINGLE_PASS_MS)
+    n = len(LESSON01_POST_SHAPES)
     verdict = " ".join(
         f"On the {GPU_SHORT.get(g, g)}, the naive kernel is slower than the post's kernel on the L4 on "
         f"{'every one' if k == n else f'{k}'} of these {n} shapes." for g, k in slower.items())
@@ -421,29 +479,28 @@ def t_lesson01_posts(ctx):
             + "\n\n" + verdict)
 
 
-@register("lesson02_table_a")
-def t_lesson02_table_a(ctx):
-    """Lesson 02 README: Table A, L2-cold: lesson 01 (its rows in lesson02.csv), lesson 02's
-    fastest step with its time, speedup and % of read bandwidth, and auto's pick and time."""
-    parts = []
-    for gpu in ctx.data.gpus_or_error("lesson02.csv"):
-        c = ctx.data.get(gpu, "lesson02.csv")
-        steps, absent = lesson02_steps_present(c)
-        rows = []
-        for s in TABLE_A:
-            n = c.row("01", "naive", s)
-            b = best_of(c, "02", steps, s)
-            a = auto_row(c, "02", s)
-            rows.append([s, f"{n['H']} / {n['Hkv']}", us1(n["us_median"]), b["variant"], us1(b["us_median"]),
-                         f"{float(n['us_median']) / float(b['us_median']):.1f}x", pct(b), a["auto_pick"],
-                         us1(a["us_median"])])
-        parts.append(
-            f"**{gpu_name(gpu)}**, data {ctx.link(c)} (lesson 01 and lesson 02 from the same run; "
-            f"streaming read {c.read_bw()}). Table A shapes, {shape_kinds(c, '01', 'naive', TABLE_A)}; "
-            f"L2-cold medians, us. \"Best\" is the fastest of {variant_list(steps)}{absent_note(absent)}.\n\n"
-            + table(["shape", "H / Hkv", "lesson 01 us", "lesson 02 best", "us", "speedup", "% read BW",
-                     "auto pick", "auto us"], rows, right={2, 4, 5, 6, 8}))
-    return "\n\n".join(parts)
+def lesson02_best(at):
+    """The fastest of lesson 02's steps that the CSV has, on the shape."""
+    return best_of(at.c, "02", lesson02_steps_present(at.c)[0], at.shape)["variant"]
+
+
+def lesson02_table_a_caption(ctx, gpu, c):
+    steps, absent = lesson02_steps_present(c)
+    return (f"**{gpu_name(gpu)}**, data {ctx.link(c)} (lesson 01 and lesson 02 from the same run; streaming read "
+            f"{c.read_bw()}). Table A shapes, {shape_kinds(c, '01', 'naive', TABLE_A)}; L2-cold medians, us. "
+            f"\"Best\" is the fastest of {variant_list(steps)}{absent_note(absent)}.")
+
+
+NAIVE = ("01", "naive")  # lesson 01's rows in a later lesson's CSV
+grid("lesson02_table_a",
+     """Lesson 02 README: Table A, L2-cold: lesson 01 (its rows in lesson02.csv), lesson 02's
+    fastest step with its time, speedup and % of read bandwidth, and auto's pick and time.""",
+     "lesson02.csv", "02", TABLE_A,
+     [c_shape(), Col("H / Hkv", lambda at: f"{at.row(NAIVE)['H']} / {at.row(NAIVE)['Hkv']}", right=False),
+      c_time("lesson 01 us", NAIVE), Col("lesson 02 best", lambda at: lesson02_best(at), right=False),
+      c_time("us", lesson02_best), c_ratio("speedup", NAIVE, lesson02_best, "{:.1f}x"), c_pct(lesson02_best),
+      Col("auto pick", lambda at: auto_row(at.c, "02", at.shape)["auto_pick"], right=False), c_time("auto us", "auto")],
+     lesson02_table_a_caption)
 
 
 @register("lesson02_ladder")
@@ -909,15 +966,14 @@ def t_lesson04_plans(ctx):
 # shape, sigma), so rows are looked up with the gate's sigma as well.
 
 LESSON05_STEPS = ("dense", "zero_skip", "compact_atomic", "compact_ordered", "split_k_compact", "split_k_cluster")
-LESSON05_SIGMAS = ("0", "1.5", "2.9")
 # the steps that compact
 LESSON05_COMPACTION = ("compact_atomic", "compact_ordered", "split_k_compact", "split_k_cluster")
 LESSON05_HOPPER = ("split_k_cluster",)  # runs on sm_90 only: a CSV of another GPU has no such rows
-LESSON05_GRID = [f"h8kv4-B{b}-ctx{t}" for b in (1, 32, 64, 128) for t in ("256", "512", "1k", "2k")]
-# The H200 post's gains for the same ideas, on its kernels and shapes (section 1.3 and 7.4). Its
-# "up to 80 %" is compaction added to its split-k kernel, measured against that kernel without it.
-LESSON05_POST = {"zero_skip": "+2 %", "compaction": "~30 %",
-                 "split_k": "up to 80 % over its split-k without compaction (some shapes)"}
+# The H200 post's gains for the same ideas, as its text gives them.
+LESSON05_POST = {"zero_skip": f"+{POST_H200_SPARSE_GAIN['zero_skip']:.0f} %",
+                 "compaction": f"~{POST_H200_SPARSE_GAIN['compaction']:.0f} %",
+                 "split_k": f"up to {POST_H200_SPARSE_GAIN['split_k_compact']:.0f} % over its split-k without "
+                            "compaction (some shapes)"}
 
 
 class Lesson05Csv:
@@ -1162,14 +1218,13 @@ def t_lesson05_posts(ctx):
 
 LESSON06_METHODS = ("as_decode", "mma_sync", "wgmma", "wgmma_ws")
 LESSON06_POLICIES = ("softmax", "gate")
-LESSON06_SHAPES = (("B32-T256-H8-Hkv4", "0"), ("B16-T1024-H8-Hkv4", "0"), ("B16-T1024-H8-Hkv4", "1024"),
-                   ("B4-T4096-H32-Hkv8", "0"), ("B4-T4096-H32-Hkv8", "1024"), ("B1-T8192-H32-Hkv8", "0"))
 LESSON06_HOPPER = ("wgmma", "wgmma_ws")  # built for sm_90a only: a CSV of another GPU has no such rows
-# The H200 post at B32-T256-H8-Hkv4 (bf16, gated attention; FA3 is softmax), us, beside the variant
-# of lesson 06 that does the same thing.
-LESSON06_POST = (("MMA (mma.sync)", 584, "mma_sync_gate"), ("WGMMA, first correct version", 219, "wgmma_gate"),
-                 ("WGMMA, FIR gate from the fragment, m64n16", 165, "wgmma_gate"), ("-", None, "wgmma_ws_gate"),
-                 ("FA3 (softmax)", 52, "wgmma_ws_softmax"))
+# The H200 post's prefill kernels (plots/catalog.py) beside the lesson 06 variant that does the same
+# thing, and ("-") the step of ours the post has no kernel for.
+LESSON06_POST_OURS = {"mma_sync": "mma_sync_gate", "wgmma_first": "wgmma_gate", "wgmma_fragment": "wgmma_gate",
+                      "fa3": "wgmma_ws_softmax"}
+LESSON06_POST = [(name, us, LESSON06_POST_OURS[k]) for k, name, _, us in POST_H200_PREFILL_US]
+LESSON06_POST.insert(3, ("-", None, "wgmma_ws_gate"))
 
 
 class Lesson06Csv:
@@ -1276,7 +1331,7 @@ def t_lesson06_post(ctx):
         l6 = Lesson06Csv(c)
         rows = []
         for kernel, post_us, ours in LESSON06_POST:
-            r_hot, r_cold = l6.find(ours, "B32-T256-H8-Hkv4", "0", "hot"), l6.find(ours, "B32-T256-H8-Hkv4", "0")
+            r_hot, r_cold = l6.find(ours, POST_H200_PREFILL_SHAPE, "0", "hot"), l6.find(ours, POST_H200_PREFILL_SHAPE, "0")
             rows.append([kernel, f"{post_us}" if post_us else "-", f"`{ours}`",
                          us1(r_hot["us_median"]) if r_hot else "-", us1(r_cold["us_median"]) if r_cold else "-"])
         parts.append(f"**{gpu_name(gpu)}**, data {ctx.link(c)}. B32-T256-H8-Hkv4, prefix 0, bf16; the post's "
@@ -1291,11 +1346,6 @@ def t_lesson06_post(ctx):
 # looked up with the stage as well; its percentages are of the measured copy bandwidth
 # (`pct_copy_bw`), not of the read bandwidth.
 
-LESSON07_TOKENS = (256, 4096, 32768)
-LESSON07_LAYERS = 32
-# (shape suffix, what it is); the model has 8 KV heads unless the suffix says -kv<heads>.
-LESSON07_PAIRS = (("tp4to2", "TP 4 -> 2, 8 KV heads"), ("tp2to4", "TP 2 -> 4, 8 KV heads"),
-                  ("tp1to4-kv2", "TP 1 -> 4, 2 KV heads"))
 LESSON07_PER_TOKEN_MAX = 4096  # lesson07_kv_staging runs per_token up to this many tokens (kPerTokenMaxTokens)
 LESSON07_STAGES = ("gather", "transfer", "scatter", "total")
 # Variants as the tables list them: the one-GPU ones every run has, then the two-GPU ones
@@ -1589,17 +1639,6 @@ def lesson03_optional(variant):
     return variant.startswith("split_k_rows_") or "_units_" in variant
 LESSON03_RULES = [("post 1", "rule_post1"), ("post 2", "rule_post2"), ("vLLM", "rule_vllm"),
                   ("split count", "rule_split_count")]
-TABLE_B = ["qwen1.5b-B1-ctx128", "qwen1.5b-B1-ctx512", "qwen1.5b-B1-ctx1k", "qwen1.5b-B1-ctx2k",
-           "qwen1.5b-B1-ctx4k", "qwen7b-B1-ctx1k", "qwen7b-B1-ctx2k", "qwen7b-B1-ctx4k"]
-LONG_SHAPES = ["llama70b-B16-mixed", "llama70b-B1-ctx128k", "mqa-B1-ctx128k"]
-# The L4 post (fp16, ms): single pass / split-k; the RTX 4090 post (fp16, B1, ms): base / split, splits.
-POST_L4_MS = {"llama70b-B4-ctx2k": (0.165, 0.196), "llama7b-B1-ctx1k": (0.142, 0.196), "mqa-B16-ctx4k": (0.331, 0.196)}
-POST_4090_MS = {"qwen1.5b-B1-ctx128": (0.021, 0.064, 2), "qwen1.5b-B1-ctx512": (0.033, 0.064, 8),
-                "qwen1.5b-B1-ctx1k": (0.058, 0.064, 11), "qwen1.5b-B1-ctx2k": (0.112, 0.070, 11),
-                "qwen1.5b-B1-ctx4k": (0.224, 0.068, 11), "qwen7b-B1-ctx1k": (0.074, 0.063, 5),
-                "qwen7b-B1-ctx2k": (0.129, 0.068, 5), "qwen7b-B1-ctx4k": (0.256, 0.100, 5)}
-
-
 def lesson03_best(c, shape, variants):
     """The fastest of `variants` on `shape`. The head-row variants (split_k_rows_<P>) run only
     groups of 9 to 32, the unit copies only on sm_90: counted where their row exists; the others must."""
@@ -1683,30 +1722,18 @@ def t_lesson03_dispatch(ctx):
     return "\n\n".join(parts)
 
 
-@register("lesson03_long")
-def t_lesson03_long(ctx):
-    """Lesson 03 README: a batch of mixed lengths and 128k contexts, L2-cold: single pass, one split
-    count for the whole batch (split_k_even), each fixed partition size, and auto, with % of read BW."""
-    fixed = ["split_k_128", "split_k_256", "split_k_512", "split_k_1024", "split_k_4096"]
-    parts = []
-    for gpu in ctx.data.gpus_or_error("lesson03_sweep.csv"):
-        c = ctx.data.get(gpu, "lesson03_sweep.csv")
-        rows = []
-        for s in LONG_SHAPES:
-            cells = [s, f"{int(c.row('03', 'single_pass', s)['bytes']) / 2**20:.0f}"]
-            for v in ["single_pass", "split_k_even"] + fixed + ["auto"]:
-                r = c.row("03", v, s)
-                cells.append(f"{us1(r['us_median'])} ({pct(r)})")
-            a = c.row("03", "auto", s)
-            cells.insert(len(cells) - 1, f"`{a['auto_pick']}`")
-            rows.append(cells)
-        parts.append(
-            f"**{gpu_name(gpu)}**, data {ctx.link(c)} (streaming read {c.read_bw()}). L2-cold medians, us (% of read "
-            f"bandwidth); fp16, D 128, block 16. `split_k_even` cuts every sequence into the same number of pieces "
-            f"(the split-count rule's); `split_k_<P>` gives every sequence its own count of P-token partitions.\n\n"
-            + table(["shape", "MiB", "single pass", "split_k_even", "P 128", "P 256", "P 512", "P 1024", "P 4096",
-                     "auto pick", "auto"], rows, right={1}))
-    return "\n\n".join(parts)
+LESSON03_FIXED = ["split_k_128", "split_k_256", "split_k_512", "split_k_1024", "split_k_4096"]
+grid("lesson03_long",
+     """Lesson 03 README: a batch of mixed lengths and 128k contexts, L2-cold: single pass, one split
+    count for the whole batch (split_k_even), each fixed partition size, and auto, with % of read BW.""",
+     "lesson03_sweep.csv", "03", LONG_SHAPES,
+     [c_shape(), c_mib("single_pass"), c_time_pct("single pass", "single_pass"),
+      c_time_pct("split_k_even", "split_k_even")]
+     + [c_time_pct(f"P {v.rsplit('_', 1)[1]}", v) for v in LESSON03_FIXED]
+     + [c_name("auto pick", "auto", "auto_pick"), c_time_pct("auto", "auto")],
+     "**{gpu}**, data {data} (streaming read {bw}). L2-cold medians, us (% of read bandwidth); fp16, D 128, block "
+     "16. `split_k_even` cuts every sequence into the same number of pieces (the split-count rule's); "
+     "`split_k_<P>` gives every sequence its own count of P-token partitions.")
 
 
 @register("lesson03_longest_first")
@@ -1738,49 +1765,32 @@ def t_lesson03_longest_first(ctx):
     return "\n\n".join(parts)
 
 
-@register("lesson03_fused")
-def t_lesson03_fused(ctx):
-    """Lesson 03 README: the fused merge (last CTA, no second launch) against partitions + reduce, at
-    128 and 512 tokens, L2-cold, on Table A and Table B."""
-    parts = []
-    for gpu in ctx.data.gpus_or_error("lesson03_sweep.csv"):
-        c = ctx.data.get(gpu, "lesson03_sweep.csv")
-        rows = []
-        for s in TABLE_A + TABLE_B:
-            r = [c.row("03", v, s) for v in ("split_k_128", "split_k_fused_128", "split_k_512", "split_k_fused_512")]
-            g = int(r[0]["H"]) // int(r[0]["Hkv"])
-            rows.append([s, str(g)] + [us2(x["us_median"]) for x in r] +
-                        [f"{float(r[1]['us_median']) / float(r[0]['us_median']):.2f}",
-                         f"{float(r[3]['us_median']) / float(r[2]['us_median']):.2f}"])
-        parts.append(
-            f"**{gpu_name(gpu)}**, data {ctx.link(c)}. L2-cold medians, us; \"fused / two\" below 1 means the fused "
-            f"merge won.\n\n"
-            + table(["shape", "group", "P 128: two kernels", "fused", "P 512: two kernels", "fused",
-                     "fused / two (128)", "fused / two (512)"], rows, right=set(range(1, 8))))
-    return "\n\n".join(parts)
+grid("lesson03_fused",
+     """Lesson 03 README: the fused merge (last CTA, no second launch) against partitions + reduce, at
+    128 and 512 tokens, L2-cold, on Table A and Table B.""",
+     "lesson03_sweep.csv", "03", TABLE_A + TABLE_B,
+     [c_shape(), Col("group", lambda at: str(int(at.row("split_k_128")["H"]) // int(at.row("split_k_128")["Hkv"]))),
+      c_time("P 128: two kernels", "split_k_128", fmt=us2), c_time("fused", "split_k_fused_128", fmt=us2),
+      c_time("P 512: two kernels", "split_k_512", fmt=us2), c_time("fused", "split_k_fused_512", fmt=us2),
+      c_ratio("fused / two (128)", "split_k_fused_128", "split_k_128"),
+      c_ratio("fused / two (512)", "split_k_fused_512", "split_k_512")],
+     "**{gpu}**, data {data}. L2-cold medians, us; \"fused / two\" below 1 means the fused merge won.")
 
 
-@register("lesson03_hot_cold")
-def t_lesson03_hot_cold(ctx):
-    """Lesson 03 README: L2-hot against L2-cold for single pass, the best split-k variant and auto on
-    Table A, with the K/V size beside the L2 (does split-k fix occupancy; what is left, L2?)."""
-    parts = []
-    for gpu in ctx.data.gpus_or_error("lesson03_sweep.csv"):
-        c = ctx.data.get(gpu, "lesson03_sweep.csv")
-        rows = []
-        for s in TABLE_A:
-            sp_c, sp_h = c.row("03", "single_pass", s), c.row("03", "single_pass", s, "hot")
-            sk_c = lesson03_best(c, s, LESSON03_SPLIT)
-            sk_h = c.row("03", sk_c["variant"], s, "hot")
-            rows.append([s, f"{float(sp_c['bytes']) / 2**20:.0f}", us1(sp_h["us_median"]), us1(sp_c["us_median"]),
-                         f"`{sk_c['variant']}`", us1(sk_h["us_median"]), us1(sk_c["us_median"]),
-                         f"{float(sk_c['us_median']) / float(sk_h['us_median']):.2f}"])
-        parts.append(
-            f"**{gpu_name(gpu)}**, data {ctx.link(c)}; medians, us. Hot: the same K/V every launch (it stays in L2 "
-            f"when it fits); cold: K/V copies rotated over more than twice the L2.\n\n"
-            + table(["shape", "MiB", "SP hot", "SP cold", "best SK (cold)", "SK hot", "SK cold", "SK cold / hot"], rows,
-                    right={1, 2, 3, 5, 6, 7}))
-    return "\n\n".join(parts)
+def best_split_k(at):
+    """The fastest split-k variant of lesson03_sweep.csv on the shape (lesson03_best)."""
+    return lesson03_best(at.c, at.shape, LESSON03_SPLIT)["variant"]
+
+
+grid("lesson03_hot_cold",
+     """Lesson 03 README: L2-hot against L2-cold for single pass, the best split-k variant and auto on
+    Table A, with the K/V size beside the L2 (does split-k fix occupancy; what is left, L2?).""",
+     "lesson03_sweep.csv", "03", TABLE_A,
+     [c_shape(), c_mib("single_pass"), c_time("SP hot", "single_pass", "hot"), c_time("SP cold", "single_pass"),
+      c_name("best SK (cold)", best_split_k), c_time("SK hot", best_split_k, "hot"), c_time("SK cold", best_split_k),
+      c_ratio("SK cold / hot", best_split_k, best_split_k, den_l2="hot")],
+     "**{gpu}**, data {data}; medians, us. Hot: the same K/V every launch (it stays in L2 when it fits); cold: "
+     "K/V copies rotated over more than twice the L2.")
 
 
 @register("lesson03_head_rows")
@@ -1813,49 +1823,29 @@ def t_lesson03_head_rows(ctx):
     return "\n\n".join(parts)
 
 
-@register("results_split_k")
-def t_results_split_k(ctx):
-    """README.md: Table A, L2-cold: lesson 02's auto (single pass) against lesson 03's auto (single
-    pass or split-k), with % of read bandwidth (both from lesson03_sweep.csv, one run)."""
-    parts = []
-    for gpu in ctx.data.gpus_or_error("lesson03_sweep.csv"):
-        c = ctx.data.get(gpu, "lesson03_sweep.csv")
-        rows = []
-        for s in TABLE_A + LONG_SHAPES[:2]:
-            sp, a = c.row("03", "single_pass", s), c.row("03", "auto", s)
-            rows.append([s, us1(sp["us_median"]), pct(sp), f"`{a['auto_pick']}`", us1(a["us_median"]), pct(a),
-                         f"{float(sp['us_median']) / float(a['us_median']):.1f}x"])
-        parts.append(
-            f"**{gpu_name(gpu)}**, data {ctx.link(c)} (streaming read {c.read_bw()}): lesson 02's `auto` (single pass) "
-            f"and lesson 03's `auto` measured in one run; L2-cold medians, us; fp16, D 128, block 16.\n\n"
-            + table(["shape", "lesson 02 us", "% read BW", "lesson 03 pick", "lesson 03 us", "% read BW", "speedup"],
-                    rows, right={1, 2, 4, 5, 6}))
-    return "\n\n".join(parts)
+grid("results_split_k",
+     """README.md: Table A, L2-cold: lesson 02's auto (single pass) against lesson 03's auto (single
+    pass or split-k), with % of read bandwidth (both from lesson03_sweep.csv, one run).""",
+     "lesson03_sweep.csv", "03", TABLE_A + LONG_SHAPES[:2],
+     [c_shape(), c_time("lesson 02 us", "single_pass"), c_pct("single_pass"),
+      c_name("lesson 03 pick", "auto", "auto_pick"), c_time("lesson 03 us", "auto"), c_pct("auto"),
+      c_ratio("speedup", "single_pass", "auto", "{:.1f}x")],
+     "**{gpu}**, data {data} (streaming read {bw}): lesson 02's `auto` (single pass) and lesson 03's `auto` "
+     "measured in one run; L2-cold medians, us; fp16, D 128, block 16.")
 
 
-@register("lesson03_posts")
-def t_lesson03_posts(ctx):
-    """Lesson 03 README: the L4 and RTX 4090 posts' published times beside ours (single pass, best
-    split-k, auto), L2-cold."""
-    parts = []
-    for gpu in ctx.data.gpus_or_error("lesson03_sweep.csv"):
-        c = ctx.data.get(gpu, "lesson03_sweep.csv")
-        rows = []
-        for s, (sp_ms, sk_ms) in POST_L4_MS.items():
-            rows.append([s, "L4", us1(c.row("03", "single_pass", s)["us_median"]),
-                         us1(lesson03_best(c, s, LESSON03_SPLIT)["us_median"]), us1(c.row("03", "auto", s)["us_median"]),
-                         f"{sp_ms * 1000:.0f}", f"{sk_ms * 1000:.0f}", ""])
-        for s, (base_ms, split_ms, splits) in POST_4090_MS.items():
-            rows.append([s, "RTX 4090", us1(c.row("03", "single_pass", s)["us_median"]),
-                         us1(lesson03_best(c, s, LESSON03_SPLIT)["us_median"]), us1(c.row("03", "auto", s)["us_median"]),
-                         f"{base_ms * 1000:.0f}", f"{split_ms * 1000:.0f}", str(splits)])
-        parts.append(
-            f"**{gpu_name(gpu)}**, data {ctx.link(c)}; L2-cold medians, us. The posts' columns are their published "
-            f"times (ms as us), on their GPUs (an L4 and an RTX 4090) with their Triton kernels: set beside ours, not "
-            f"compared as the same experiment.\n\n"
-            + table(["shape", "post's GPU", "our SP", "our best SK", "our auto", "post SP / base", "post split-k",
-                     "post splits"], rows, right={2, 3, 4, 5, 6, 7}))
-    return "\n\n".join(parts)
+grid("lesson03_posts",
+     """Lesson 03 README: the L4 and RTX 4090 posts' published times beside ours (single pass, best
+    split-k, auto), L2-cold.""",
+     "lesson03_sweep.csv", "03", list(POST_L4_MS) + list(POST_4090_MS),
+     [c_shape(), Col("post's GPU", lambda at: "L4" if at.shape in POST_L4_MS else "RTX 4090", right=False),
+      c_time("our SP", "single_pass"), c_time("our best SK", best_split_k), c_time("our auto", "auto"),
+      c_post("post SP / base", [POST_L4_MS, POST_4090_MS], 0, lambda ms: f"{ms * 1000:.0f}"),
+      c_post("post split-k", [POST_L4_MS, POST_4090_MS], 1, lambda ms: f"{ms * 1000:.0f}"),
+      Col("post splits", lambda at: str(POST_4090_MS[at.shape][2]) if at.shape in POST_4090_MS else "")],
+     "**{gpu}**, data {data}; L2-cold medians, us. The posts' columns are their published times (ms as us), on "
+     "their GPUs (an L4 and an RTX 4090) with their Triton kernels: set beside ours, not compared as the same "
+     "experiment.")
 
 
 # ---------------------------------------------------------------------------------------
@@ -1991,292 +1981,13 @@ def run(root, data_dir, check, out=sys.stdout):
     return 1 if problems else 0
 
 
-# ---------------------------------------------------------------------------------------
-# Self-test: tiny CSVs in a temporary folder
-
-HEADER = ("gpu,lesson,variant,shape,dtype,B,H,Hkv,D,ctx,block_size,l2,us_median,us_min,bytes,gbps,"
-          "pct_read_bw,flops,tflops,pct_mma_peak,check,rel_err,ctas,ctas_per_sm,waves")
-
-
-def _fake_row(shape, variant, l2, us, read_bw=4000.0, lesson="01"):
-    nbytes = 16 * 1048576
-    gbps = nbytes / us / 1e3
-    return (f"h200,{lesson},{variant},{shape},fp16,1,32,32,128,1024,16,{l2},{us:.3f},{us:.3f},{nbytes},"
-            f"{gbps:.1f},{100 * gbps / read_bw:.1f},,,,PASS,1e-4,32,1,0.1")
-
-
-HEADER07 = ("gpu,lesson,variant,shape,dtype,B,H,Hkv,D,ctx,block_size,l2,us_median,us_min,bytes,gbps,pct_read_bw,"
-            "flops,tflops,pct_mma_peak,check,rel_err,stage,copies,pct_copy_bw,gpus,tp,layers")
-
-
-def _fake_lesson07_csv(two_gpus, copy_bw=4000.0, peer_bw=700.0, drop=()):
-    """A lesson07.csv of made-up but consistent rows; `drop` leaves out (variant, shape, stage) rows."""
-    rows = [HEADER07]
-
-    def add(variant, shape, tokens, stage, us, nbytes, copies, gpus, ceiling):
-        if (variant, shape, stage) in drop:
-            return
-        gbps = nbytes / us / 1e3
-        rows.append(f"h200,07,{variant},{shape},bf16,1,0,8,128,{tokens},16,hot,{us:.3f},{us:.3f},{nbytes:.0f},"
-                    f"{gbps:.1f},,,,,PASS,,{stage},{copies},{100 * gbps / ceiling:.1f},{gpus},x,32")
-
-    for t in LESSON07_TOKENS:
-        for pair, _ in LESSON07_PAIRS:
-            s = l07_shape(t, pair)
-            S = t * 8 * 256 * 64.0
-            add("memcpy", s, t, "transfer", 2 * S / copy_bw / 1e3, 2 * S, 1, 1, copy_bw)
-            if t <= LESSON07_PER_TOKEN_MAX:
-                add("per_token", s, t, "total", 4.0 * 4 * 64 * t, 2 * S, 4 * 64 * t, 1, copy_bw)
-            variants = [("per_layer", 0.5, 64, 1), ("staged", 0.9, 1, 1)]
-            if two_gpus:
-                variants += [("staged_peer", 0.85, 1, 2), ("staged_nccl", 0.8, 1, 2)]
-            for v, eff, mult, gpus in variants:
-                for stage in LESSON07_STAGES[:3]:
-                    peer = gpus == 2 and stage == "transfer"
-                    ceiling = peer_bw if peer else copy_bw
-                    add(v, s, t, stage, 2 * S / (eff * ceiling) / 1e3, 2 * S, 4 * mult, gpus, ceiling)
-                add(v, s, t, "total", 6 * S / (eff * copy_bw) / 1e3, 6 * S, 12 * mult, gpus, copy_bw)
-            if two_gpus:
-                add("memcpy_peer", s, t, "transfer", 2 * S / peer_bw / 1e3, 2 * S, 1, 2, peer_bw)
-    return "\n".join(rows) + "\n"
-
-
-HEADER04 = HEADER + ",splits,partition_size,scratch_bytes,stage"
-
-
-def _fake_lesson04_csv(batches, drop=()):
-    """A lesson04.csv of made-up rows for LESSON04_SPLITS at each B in `batches`; `drop` leaves out
-    (variant, B, splits, stage) rows."""
-    rows = [HEADER04]
-    for B in batches:
-        for n in LESSON04_SPLITS:
-            ctx = 32 * (n - 1) + 1
-            for k, v in enumerate(LESSON04_FIXES):
-                parts = 1 << (n - 1).bit_length() if v == "pad_scratch" else n
-                for stage, us in (("reduce", 5.0 + k), ("total", 10.0 + 2 * k)):
-                    if (v, B, n, stage) in drop:
-                        continue
-                    for l2 in ("hot", "cold"):
-                        rows.append(f"h200,04,{v},h8kv4-B{B}-ctx{ctx},bf16,{B},8,4,128,{ctx},16,{l2},{us:.3f},"
-                                    f"{us:.3f},1000,1.0,0.1,,,,PASS,0,,,,{n},32,{B * 8 * parts * 520},{stage}")
-    return "\n".join(rows) + "\n"
-
-
-def self_test():
-    failures = []
-
-    def expect(cond, what):
-        if not cond:
-            failures.append(what)
-
-    rows = [HEADER]
-    for k, s in enumerate(LESSON01_SHAPES):
-        rows.append(_fake_row(s, "naive", "hot", 10.0 + k))
-        rows.append(_fake_row(s, "naive", "cold", 20.0 + k))
-    good_csv = "\n".join(rows) + "\n"
-    readme = ("# Title\n\nprose before, kept\n\n<!-- table:lesson01_results -->\nstale\n"
-              "<!-- /table:lesson01_results -->\n\nprose after, kept\n")
-
-    with tempfile.TemporaryDirectory() as tmp:
-        root = Path(tmp)
-        (root / "plots/data/h200").mkdir(parents=True)
-        csv_path = root / "plots/data/h200/lesson01.csv"
-        csv_path.write_text(good_csv)
-        (root / "README.md").write_text(readme)
-
-        def go(check):
-            buf = io.StringIO()
-            rc = run(root, root / "plots/data", check, out=buf)
-            return rc, buf.getvalue()
-
-        rc, msg = go(True)
-        expect(rc == 1 and "README.md: table lesson01_results differs" in msg,
-               f"--check on a stale block: exit 1 and name it (got {rc}: {msg!r})")
-        expect((root / "README.md").read_text() == readme, "--check must not write")
-
-        rc, msg = go(False)
-        text = (root / "README.md").read_text()
-        expect(rc == 0, f"rewrite exits 0 (got {rc}: {msg!r})")
-        expect(text.startswith("# Title\n\nprose before, kept\n\n<!-- table:lesson01_results -->\n\n")
-               and text.endswith("\n\n<!-- /table:lesson01_results -->\n\nprose after, kept\n"),
-               "text outside the markers is kept, the block replaced whole")
-        expect("stale" not in text, "the old block content is gone")
-        expect("| llama7b-B1-ctx1k | 16 | 32 | 10.0 | 20.0 |" in text, "a row formatted as the README has it")
-        expect("| h8kv4-B32-ctx256 (fp16) |" not in text, "dtype suffix only for non-fp16 rows")
-        expect("4000 GB/s" in text, f"read bandwidth derived from gbps and pct_read_bw: {text[:400]!r}")
-        expect("plots/data/h200/lesson01.csv" in text and "NVIDIA H200" in text, "the block names its GPU and CSV")
-
-        rc, msg = go(True)
-        expect(rc == 0 and "match" in msg, f"--check after a rewrite exits 0 (got {rc}: {msg!r})")
-
-        # A missing row is an error in both modes, and leaves the block as it was.
-        csv_path.write_text("\n".join(r for r in rows if ",mqa-B1-ctx4k," not in r or ",cold," not in r) + "\n")
-        rc, msg = go(True)
-        expect(rc == 1 and "no cold row for lesson 01 naive on mqa-B1-ctx4k" in msg,
-               f"missing row: exit 1 naming it (got {rc}: {msg!r})")
-        rc, msg = go(False)
-        expect(rc == 1 and (root / "README.md").read_text() == text, "a failing table is not rewritten")
-
-        # Rows of another GPU in a GPU's folder are an error.
-        csv_path.write_text(good_csv.replace("\nh200,", "\nh100,", 1))
-        rc, msg = go(True)
-        expect(rc == 1 and "rows of another GPU (h100)" in msg, f"wrong GPU: exit 1 (got {rc}: {msg!r})")
-
-        # A FAILed check is an error, not a number.
-        csv_path.write_text(good_csv.replace("PASS", "FAIL", 1))
-        rc, msg = go(True)
-        expect(rc == 1 and "not PASS" in msg, f"FAILed row: exit 1 (got {rc}: {msg!r})")
-
-        # Unknown names and unbalanced markers.
-        csv_path.write_text(good_csv)
-        (root / "README.md").write_text(text + "\n<!-- table:no_such_table -->\n<!-- /table:no_such_table -->\n"
-                                        "<!-- table:lesson01_posts -->\nno end\n")
-        rc, msg = go(True)
-        expect(rc == 1 and "unknown table 'no_such_table'" in msg and "no closing marker" in msg,
-               f"unknown name and unclosed marker: exit 1 (got {rc}: {msg!r})")
-
-        # A CSV that does not exist is an error when its block is present.
-        (root / "README.md").write_text("<!-- table:lesson02_arch -->\n<!-- /table:lesson02_arch -->\n")
-        rc, msg = go(True)
-        expect(rc == 1 and "lesson02_sm80.csv for any GPU" in msg, f"missing CSV: exit 1 (got {rc}: {msg!r})")
-
-    # Lesson 07: its rows carry a stage; the two-GPU rows are named when absent, never an error.
-    with tempfile.TemporaryDirectory() as tmp:
-        root = Path(tmp)
-        (root / "plots/data/h200").mkdir(parents=True)
-        csv07 = root / "plots/data/h200/lesson07.csv"
-        (root / "README.md").write_text("<!-- table:lesson07 -->\n<!-- /table:lesson07 -->\n\n"
-                                        "<!-- table:lesson07_speedup -->\n<!-- /table:lesson07_speedup -->\n\n"
-                                        "<!-- table:lesson07_targets -->\n<!-- /table:lesson07_targets -->\n")
-
-        def go07(text):
-            csv07.write_text(text)
-            buf = io.StringIO()
-            rc = run(root, root / "plots/data", False, out=buf)
-            return rc, buf.getvalue(), (root / "README.md").read_text()
-
-        rc, msg, text = go07(_fake_lesson07_csv(False))
-        expect(rc == 0, f"lesson07 tables from a one-GPU CSV (got {rc}: {msg!r})")
-        m = re.search(r"device-to-device\s+copy\s+(\d+)(?:\s+to\s+(\d+))?\s+GB/s", text)
-        expect(m and int(m.group(1)) <= 4000 <= int(m.group(2) or m.group(1)),
-               f"lesson07: copy bandwidth from GB/s over % copy BW ({m.group(0) if m else text[:300]!r})")
-        expect("`staged_nccl` (needs two GPUs and a build with NCCL)" in text and "`gpus` 1" in text,
-               "lesson07: absent two-GPU rows are named in a line")
-        expect("| T4096-L32-tp2to4 | 512 |" in text and "| - / 64 / 1 |" not in text,
-               "lesson07: the totals table has every shape")
-        expect("| T32768-L32-tp4to2 | 4096 | 2147.5 | - |" in text, "lesson07: per_token not run above 4096 tokens is '-'")
-        expect("| T4096-L32-tp4to2 | 1,048,576 | 4,194,304 | 4.00 | 12 |" in text, "lesson07_speedup row")
-        expect("staged_peer` total" not in text, "lesson07: no two-GPU columns without two-GPU rows")
-        expect("| 90.0 | 90.0 | 90.0 | met (aim: met) |" in text and "| 4687x | 4687x | 4687x | met |" in text
-               and "| - | - | - | not in this CSV (needs two GPUs) |" in text, "lesson07_targets rows")
-
-        rc, msg, text = go07(_fake_lesson07_csv(True))
-        expect(rc == 0 and re.search(r"peer\s+copy\s+(69\d\s+to\s+70\d|700)\s+GB/s", text) and "`staged_nccl` total" in text
-               and "Not in this CSV" not in text, f"lesson07 with two-GPU rows (got {rc}: {msg!r})")
-        expect("| `staged_peer` | 4 + 4 + 4 |" in text and "(85.0)" in text, "lesson07: a two-GPU stage row")
-        expect("| 85.0 | 85.0 | 85.0 | met |" in text and "| 80.0 | 80.0 | 80.0 | met |" in text,
-               "lesson07_targets: two-GPU rows judged against the peer bandwidth")
-
-        for drop, what in [((("staged", "T4096-L32-tp2to4", "scatter"),), "no lesson 07 staged scatter row on T4096-L32-tp2to4"),
-                           ((("per_token", "T256-L32-tp1to4-kv2", "total"),), "no lesson 07 per_token total row on T256-L32-tp1to4-kv2"),
-                           ((("memcpy", "T32768-L32-tp2to4", "transfer"),), "no lesson 07 memcpy transfer row on T32768-L32-tp2to4")]:
-            rc, msg, _ = go07(_fake_lesson07_csv(False, drop=drop))
-            expect(rc == 1 and what in msg, f"lesson07 missing row: exit 1 naming it (got {rc}: {msg!r})")
-        rc, msg, _ = go07(_fake_lesson07_csv(True, drop=(("staged_peer", "T256-L32-tp4to2", "total"),)))
-        expect(rc == 1 and "no lesson 07 staged_peer total row on T256-L32-tp4to2" in msg,
-               f"lesson07: a two-GPU variant present for some shapes must be there for all (got {rc}: {msg!r})")
-        rc, msg, _ = go07(_fake_lesson07_csv(False).replace("PASS", "FAIL", 3))
-        expect(rc == 1 and "not PASS" in msg, f"lesson07 FAILed row: exit 1 (got {rc}: {msg!r})")
-
-    # Lesson 04: rows carry a stage; a B without rows is named in a line, a missing split of a B
-    # that has rows is an error.
-    with tempfile.TemporaryDirectory() as tmp:
-        root = Path(tmp)
-        (root / "plots/data/h200").mkdir(parents=True)
-        csv04 = root / "plots/data/h200/lesson04.csv"
-        (root / "README.md").write_text("<!-- table:lesson04 -->\n<!-- /table:lesson04 -->\n")
-
-        def go04(text):
-            csv04.write_text(text)
-            buf = io.StringIO()
-            rc = run(root, root / "plots/data", False, out=buf)
-            return rc, buf.getvalue(), (root / "README.md").read_text()
-
-        rc, msg, text = go04(_fake_lesson04_csv((1, 16)))
-        expect(rc == 0, f"lesson04 table (got {rc}: {msg!r})")
-        expect("| 513 | 16385 | 66560.0 / 33345.0 | 5.00 / 6.00 / 7.00 | 10.00 / 12.00 / 14.00 | 0.83 |" in text
-               and "| 3 | 65 | 16.2 / 12.2 |" in text, "lesson04: rows formatted, scratch in KiB")
-        expect(text.index("**B 16**") < text.index("**B 1**") and "Not in this CSV" not in text,
-               "lesson04: B 16 before B 1")
-        rc, msg, text = go04(_fake_lesson04_csv((16,)))
-        expect(rc == 0 and "**B 1**" not in text and "Not in this CSV: the B 1 sweep." in text,
-               f"lesson04: a B without rows is named, not an error (got {rc}: {msg!r})")
-        rc, msg, _ = go04(_fake_lesson04_csv((1, 16), drop=(("loop", 16, 129, "total"),)))
-        expect(rc == 1 and "no lesson 04 loop total cold row at B 16, 129 splits" in msg,
-               f"lesson04 missing row: exit 1 naming it (got {rc}: {msg!r})")
-        rc, msg, _ = go04(_fake_lesson04_csv((1, 16)).replace("PASS", "FAIL"))
-        expect(rc == 1 and "not PASS" in msg, f"lesson04 FAILed row: exit 1 (got {rc}: {msg!r})")
-
-    # Lesson 04's plans: auto against lesson 03's auto and FlashInfer; auto_pick required; the
-    # peers are optional; right and within-1.10x counted.
-    with tempfile.TemporaryDirectory() as tmp:
-        root = Path(tmp)
-        (root / "plots/data/h200").mkdir(parents=True)
-        plans = root / "plots/data/h200/lesson04_plans.csv"
-        peers = root / "plots/data/h200/peers_flashinfer.csv"
-        (root / "README.md").write_text("<!-- table:lesson04_plans -->\n<!-- /table:lesson04_plans -->\n")
-
-        def plans_csv(auto_us, pick="split_k_128 + pow2_lanes"):
-            rows = [HEADER + ",auto_pick"]
-            for i, s in enumerate(TABLE_A + TABLE_B + LONG_SHAPES):
-                rows.append(_fake_row(s, "lesson03_auto", "cold", 20.0, lesson="04") + ",")
-                rows.append(_fake_row(s, "auto", "cold", auto_us, lesson="04") + f",{pick}")
-                rows.append(_fake_row(s, "split_pow2_256", "cold", 19.0 + (i % 2) * 2, lesson="04") + ",")
-            return "\n".join(rows) + "\n"
-
-        def go_plans(text, peer_us=None):
-            plans.write_text(text)
-            if peer_us is None:
-                peers.unlink(missing_ok=True)
-            else:
-                peers.write_text("\n".join([HEADER] + [_fake_row(s, "flashinfer_decode", "cold", peer_us, lesson="peer")
-                                                       for s in TABLE_A]) + "\n")
-            buf = io.StringIO()
-            rc = run(root, root / "plots/data", False, out=buf)
-            return rc, buf.getvalue(), (root / "README.md").read_text()
-
-        rc, msg, text = go_plans(plans_csv(18.0), peer_us=17.0)
-        expect(rc == 0 and "| llama7b-B1-ctx1k | 20.00 | `split_k_128 + pow2_lanes` | 18.00 |" in text
-               and "| 1.11x | `split_pow2_256` 19.00 | + | 17.00 | 1.06 |" in text
-               and "(21 of 21)" in text and "within 1.10x of it: 10 of 10" in text,
-               f"lesson04_plans: rows, right and FlashInfer counts (got {rc}: {msg!r})")
-        rc, msg, text = go_plans(plans_csv(20.5), peer_us=17.0)
-        expect(rc == 0 and "(10 of 21)" in text and "within 1.10x of it: 0 of 10" in text,
-               f"lesson04_plans: auto > 5 % behind the best is not right (got {rc}: {msg!r})")
-        rc, msg, text = go_plans(plans_csv(18.0))
-        expect(rc == 0 and "No FlashInfer measurement for this GPU." in text and "| - | - |" in text,
-               f"lesson04_plans: no peers CSV is a line, not an error (got {rc}: {msg!r})")
-        rc, msg, _ = go_plans(plans_csv(18.0, pick=""))
-        expect(rc == 1 and "has no auto_pick" in msg, f"lesson04_plans: auto_pick required (got {rc}: {msg!r})")
-
-    expect(variant_list(["a_tgs4", "a_tgs8", "a_tgs16", "b"]) == "`a_tgs{4,8,16}`, `b`", "variant_list")
-    for f in failures:
-        print(f"self-test FAILED: {f}")
-    if not failures:
-        print("self-test passed")
-    return 1 if failures else 0
-
-
 def main(argv=None):
     ap = argparse.ArgumentParser(description="Write the README results tables from the committed CSVs.")
     ap.add_argument("--check", action="store_true", help="rewrite nothing; exit 1 if any table differs")
     ap.add_argument("--list", action="store_true", help="name the tables and what each shows")
-    ap.add_argument("--self-test", action="store_true", help="test this script on tiny CSVs")
     ap.add_argument("--root", default=str(REPO), help="repository whose READMEs to process (default: this one)")
     ap.add_argument("--data", default=None, help="the plots/data folder to read (default: ROOT/plots/data)")
     args = ap.parse_args(argv)
-    if args.self_test:
-        return self_test()
     if args.list:
         for name, fn in TABLES.items():
             print(f"{name}: {' '.join(fn.__doc__.split())}")

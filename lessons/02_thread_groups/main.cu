@@ -9,11 +9,9 @@
 //   lesson02_thread_groups --bench --shape mqa-B16-ctx4k [--variant grouped_tgs8]
 //   lesson02_thread_groups --timeline [--shape llama7b-B8-ctx2k]   where step 10's time goes
 #include <algorithm>
-#include <array>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
-#include <map>
 #include <set>
 #include <stdexcept>
 
@@ -29,14 +27,6 @@
 namespace {
 
 const char* kProgram = "lesson02_thread_groups";
-
-// The H200 post (bf16, H8/Hkv4, gated attention, microseconds): TGS 4 / 8 / 16.
-const std::map<std::string, std::array<double, 3>> kPostTgsSweep = {
-    {"h8kv4-B1-ctx256", {30.28, 27.32, 31.98}},    {"h8kv4-B32-ctx256", {41.64, 33.07, 33.82}},
-    {"h8kv4-B32-ctx512", {79.67, 62.30, 64.60}},   {"h8kv4-B64-ctx128", {34.05, 25.68, 21.48}},
-    {"h8kv4-B64-ctx1k", {297.92, 225.29, 210.27}}, {"h8kv4-B128-ctx256", {91.14, 71.29, 71.29}},
-    {"h8kv4-B128-ctx512", {176.84, 137.00, 137.00}},
-};
 
 std::vector<std::string> names_of(const std::string& prefix) {
     return {prefix + "_tgs4", prefix + "_tgs8", prefix + "_tgs16"};
@@ -95,20 +85,18 @@ void print_ladder(const pa::RowIndex& idx, const std::vector<pa::DecodeShape>& s
 }
 
 void print_tgs_sweep(const pa::RowIndex& idx) {
-    std::printf("\nTGS sweep (bf16, H8/Hkv4, L2-cold medians, us) beside the H200 post (gated attention, us)\n");
-    pa::TextTable t({"shape", "wide tgs4", "wide tgs8", "wide tgs16", "gr tgs4", "gr tgs8", "gr tgs16", "best", "post 4",
-                     "post 8", "post 16"});
+    std::printf("\nTGS sweep (bf16, H8/Hkv4, L2-cold medians, us)\n");
+    pa::TextTable t({"shape", "wide tgs4", "wide tgs8", "wide tgs16", "gr tgs4", "gr tgs8", "gr tgs16", "best"});
     for (const auto& s : pa::table_c_tgs_sweep()) {
         std::vector<std::string> names = names_of("wide_loads");
         for (const auto& n : names_of("grouped")) names.push_back(n);
-        const auto post = kPostTgsSweep.at(s.name);
         std::vector<std::string> row = {s.name};
         for (const auto& n : names) row.push_back(idx.us(s.name, n));
         row.push_back(idx.best_of(s.name, names).first);
-        for (double x : post) row.push_back(pa::strf("%.2f", x));
         t.add_row(row);
     }
     t.print();
+    std::printf("(the H200 post's TGS sweep beside these: the README tables written by plots/tables.py)\n");
 }
 
 void summarize(const std::vector<pa::ResultRow>& rows, const std::vector<pa::DecodeShape>& shapes) {

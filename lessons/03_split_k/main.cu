@@ -10,10 +10,8 @@
 //   lesson03_split_k --check               check only (what the sanitizer tests run)
 //   lesson03_split_k --bench --shape mqa-B16-ctx4k [--variant tensor_cores] [--partition 512]
 #include <algorithm>
-#include <array>
 #include <cstdio>
 #include <functional>
-#include <map>
 #include <set>
 #include <string>
 #include <vector>
@@ -26,16 +24,6 @@
 namespace {
 
 const char* kProgram = "lesson03_split_k";
-
-// The L4 post (fp16, ms): single pass / split-k.
-const std::map<std::string, std::array<double, 2>> kPostL4 = {
-    {"llama70b-B4-ctx2k", {0.165, 0.196}}, {"llama7b-B1-ctx1k", {0.142, 0.196}}, {"mqa-B16-ctx4k", {0.331, 0.196}}};
-// The RTX 4090 post (fp16, B1, ms): base / split-k, and its split counts.
-const std::map<std::string, std::array<double, 3>> kPost4090 = {
-    {"qwen1.5b-B1-ctx128", {0.021, 0.064, 2}},  {"qwen1.5b-B1-ctx512", {0.033, 0.064, 8}},
-    {"qwen1.5b-B1-ctx1k", {0.058, 0.064, 11}},  {"qwen1.5b-B1-ctx2k", {0.112, 0.070, 11}},
-    {"qwen1.5b-B1-ctx4k", {0.224, 0.068, 11}},  {"qwen7b-B1-ctx1k", {0.074, 0.063, 5}},
-    {"qwen7b-B1-ctx2k", {0.129, 0.068, 5}},     {"qwen7b-B1-ctx4k", {0.256, 0.100, 5}}};
 
 const pa::LessonFlag kPartitionFlag{"--partition", true,
                                     "--partition P   every step at partitions of P tokens (default: each step's plan for the shape)",
@@ -151,26 +139,6 @@ void print_dispatch(const pa::RowIndex& idx, const std::vector<pa::DecodeShape>&
     std::printf("  ours %d\n", right[kRules.size()]);
 }
 
-void print_posts(const pa::RowIndex& idx) {
-    std::printf("\nBeside the posts (L2-cold, us; the posts' numbers as published, other GPUs, ms converted to us)\n");
-    pa::TextTable t({"shape", "SP", "best SK", "auto", "L4 post SP", "L4 post SK", "4090 post base", "4090 post split",
-                     "4090 splits"});
-    std::vector<std::string> names;
-    for (const auto& [k, v] : kPostL4) names.push_back(k);
-    for (const auto& [k, v] : kPost4090) names.push_back(k);
-    for (const auto& n : names) {
-        const auto l4 = kPostL4.find(n);
-        const auto rtx = kPost4090.find(n);
-        t.add_row({n, idx.us(n, "single_pass"), pa::strf("%.2f", idx.best_of(n, split_variants()).second), idx.us(n, "auto"),
-                   l4 != kPostL4.end() ? pa::strf("%.0f", l4->second[0] * 1000) : "",
-                   l4 != kPostL4.end() ? pa::strf("%.0f", l4->second[1] * 1000) : "",
-                   rtx != kPost4090.end() ? pa::strf("%.0f", rtx->second[0] * 1000) : "",
-                   rtx != kPost4090.end() ? pa::strf("%.0f", rtx->second[1] * 1000) : "",
-                   rtx != kPost4090.end() ? pa::strf("%.0f", rtx->second[2]) : ""});
-    }
-    t.print();
-}
-
 bool g_sweep = false;
 
 void summarize(const std::vector<pa::ResultRow>& rows, const std::vector<pa::DecodeShape>& shapes) {
@@ -183,7 +151,7 @@ void summarize(const std::vector<pa::ResultRow>& rows, const std::vector<pa::Dec
         for (const auto& s : list)
             if (measured.count(s.name)) table_ab.push_back(s);
     if (g_sweep) print_dispatch(idx, table_ab, info);  // which plan wins needs the plans across sizes
-    print_posts(idx);
+    std::printf("\n(the posts' published times beside these: the README tables written by plots/tables.py)\n");
     std::printf("\nauto rule (ours, split_plan.h): single pass when B * Hkv fills 90 %% of the SMs and the batch is even;\n"
                 "else split-k with the largest power-of-two partition (at least 128 tokens, 256 for a group of 8, and\n"
                 "1/16 of the longest context in the partition kernel; at most 4096 for a mixed batch, started longest\n"
