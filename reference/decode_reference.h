@@ -79,4 +79,29 @@ inline std::vector<double> softmax_decode(const DecodeProblem& p) {
     return softmax_decode(PagedDecodeView(p), p.scale);
 }
 
+// Sliding-window attention (Mistral, Gemma): only the last `window` tokens of the context
+// attend, tokens t >= n - window of scores s[0 .. n); the others get weight 0 (their V rows are
+// skipped). A window >= n is full attention. Lesson 01's window exercise is checked with it.
+struct SlidingWindowSoftmaxP {
+    long long window = 0;  // >= 1
+    std::vector<double> operator()(const std::vector<double>& s) const {
+        const size_t n = s.size();
+        const size_t first = static_cast<long long>(n) > window ? n - static_cast<size_t>(window) : 0;
+        const std::vector<double> tail = SoftmaxP{}(std::vector<double>(s.begin() + static_cast<long long>(first), s.end()));
+        std::vector<double> p(n, 0.0);
+        std::copy(tail.begin(), tail.end(), p.begin() + static_cast<long long>(first));
+        return p;
+    }
+};
+
+// Returns out as [B, H, D].
+template <class Inputs>
+std::vector<double> sliding_window_decode(const Inputs& in, double scale, long long window) {
+    return decode_with_weights(in, scale, SlidingWindowSoftmaxP{window});
+}
+
+inline std::vector<double> sliding_window_decode(const DecodeProblem& p, long long window) {
+    return sliding_window_decode(PagedDecodeView(p), p.scale, window);
+}
+
 }  // namespace pa::reference

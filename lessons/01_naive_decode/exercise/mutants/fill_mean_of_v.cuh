@@ -1,0 +1,89 @@
+// Mutant (known wrong) of the fill-in exercise: every weight is the same (exp dropped): the output is the plain
+// mean of V, which a loose tolerance on small outputs would pass.
+// The grader must fail it (exit code 1) and print (a regular expression): the plain mean of V
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include "device_math.cuh"
+
+namespace ex_fill {
+
+constexpr int kThreads = 128;
+constexpr int kWarps = kThreads / 32;
+
+// Block-wide reduction through one shared float per warp. Every thread gets the result.
+template <bool kMax>
+__device__ float block_reduce(float v, float* red /* [kWarps] */) {
+    v = kMax ? pa::warp_max(v) : pa::warp_sum(v);
+    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+    if (lane == 0) red[warp] = v;
+    __syncthreads();
+    v = red[0];
+#pragma unroll
+    for (int w = 1; w < kWarps; ++w) v = kMax ? fmaxf(v, red[w]) : v + red[w];
+    __syncthreads();  // red[] is reused by the next reduction
+    return v;
+}
+
+// Dynamic shared memory: q (HEAD_SIZE floats) then one logit per token of the context.
+template <class scalar_t, int HEAD_SIZE>
+__global__ void __launch_bounds__(kThreads)
+decode_kernel(scalar_t* __restrict__ out,                // [B, H, D]
+                          const scalar_t* __restrict__ q,            // [B, H, D]
+                          const scalar_t* __restrict__ k_cache,      // [num_blocks, Hkv, block_size, D]
+                          const scalar_t* __restrict__ v_cache,      // [num_blocks, Hkv, block_size, D]
+                          const int* __restrict__ block_table,       // [B, max_blocks_per_seq]
+                          const int* __restrict__ context_lens,      // [B]
+                          int Hkv, int group, int block_size, int max_blocks_per_seq, float scale) {
+    const int head = blockIdx.x, seq = blockIdx.y, H = gridDim.x;
+    const int kv_head = head / group;
+    const int ctx = context_lens[seq];
+    const int* pages = block_table + static_cast<size_t>(seq) * max_blocks_per_seq;
+
+    extern __shared__ float smem[];
+    float* q_smem = smem;               // [HEAD_SIZE]
+    float* logits = smem + HEAD_SIZE;   // [ctx]
+    __shared__ float red[kWarps];
+
+    const scalar_t* q_row = q + (static_cast<size_t>(seq) * H + head) * HEAD_SIZE;
+    for (int d = threadIdx.x; d < HEAD_SIZE; d += kThreads) q_smem[d] = pa::to_float(q_row[d]) * scale;
+    __syncthreads();
+
+    // 1. logits: one thread, one token, one whole dot product.
+    float thread_max = -INFINITY;
+    for (int t = threadIdx.x; t < ctx; t += kThreads) {
+        const int block = pages[t / block_size];
+        // k_cache[block, kv_head, t % block_size, :]
+        const scalar_t* k = k_cache + ((static_cast<size_t>(block) * Hkv + kv_head) * block_size + t % block_size) * HEAD_SIZE;
+        float dot = 0.f;
+#pragma unroll 8
+        for (int d = 0; d < HEAD_SIZE; ++d) dot += q_smem[d] * pa::to_float(k[d]);  // scalar 2-byte loads
+        logits[t] = dot;
+        thread_max = fmaxf(thread_max, dot);
+    }
+    const float m = block_reduce<true>(thread_max, red);
+
+    // 2. softmax numerators and their sum.
+    float thread_sum = 0.f;
+    for (int t = threadIdx.x; t < ctx; t += kThreads) {
+        const float e = __expf(0.f * (logits[t] - m));  // WRONG: exp(0) = 1, uniform weights
+        logits[t] = e;
+        thread_sum += e;
+    }
+    const float l = block_reduce<false>(thread_sum, red);  // its barrier also publishes logits[]
+    const float inv_l = 1.f / l;
+
+    // 3. out[d] = sum_t p_t v_t[d]: thread d reads v_t[d], so a warp reads 32 neighbours of one row.
+    for (int d = threadIdx.x; d < HEAD_SIZE; d += kThreads) {
+        float acc = 0.f;
+        for (int t = 0; t < ctx; ++t) {
+            const int block = pages[t / block_size];
+            // v_cache[block, kv_head, t % block_size, d]
+            acc += logits[t] * pa::to_float(v_cache[((static_cast<size_t>(block) * Hkv + kv_head) * block_size + t % block_size) * HEAD_SIZE + d]);
+        }
+        out[(static_cast<size_t>(seq) * H + head) * HEAD_SIZE + d] = pa::from_float<scalar_t>(acc * inv_l);
+    }
+}
+
+}  // namespace ex_fill

@@ -1,0 +1,82 @@
+# An exercise grader, proven honest (lessons/NN_name/exercise/). Two modes:
+#
+#   MODE=grade (GPU): `EXE --grade --exercise EXERCISE [EXTRA...] --json FILE` must exit RC and
+#     print EXPECT (a regular expression); the JSON's exit_code must be RC; with RATIO=lo,hi its
+#     speed ratio must lie in [lo, hi] (the lesson's own kernel against itself: near 1).
+#   MODE=cli (no GPU needed): --help exits 0; each command line of BAD ('|' between them) exits 2
+#     with one line 'error: ...' on stderr; with no visible GPU (CUDA_VISIBLE_DEVICES=-1) the
+#     grader exits 3 and its --json says "no_gpu".
+#
+#   cmake -DMODE=grade -DEXE=<grader> -DEXERCISE=fill -DRC=1 "-DEXPECT=all zeros" -DJSON=<file> -P test_exercise_honesty.cmake
+if(NOT EXE OR NOT JSON)
+  message(FATAL_ERROR "test_exercise_honesty.cmake: pass -DEXE=<grader> -DJSON=<file>")
+endif()
+file(REMOVE ${JSON})
+
+if(MODE STREQUAL "cli")
+  execute_process(COMMAND ${EXE} --help RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
+  if(NOT rc EQUAL 0)
+    message(FATAL_ERROR "${EXE} --help exited ${rc} (expected 0): ${err}")
+  endif()
+  string(REPLACE "|" ";" bad_lines "${BAD}")
+  foreach(line IN LISTS bad_lines)
+    separate_arguments(args UNIX_COMMAND "${line}")
+    execute_process(COMMAND ${EXE} ${args} RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
+    string(STRIP "${err}" err)
+    if(NOT rc EQUAL 2 OR err STREQUAL "" OR err MATCHES "\n" OR NOT err MATCHES "^error: ")
+      message(FATAL_ERROR "${EXE} ${line}: exited ${rc} (expected 2 and one line 'error: ...' on stderr)\nstdout: ${out}\nstderr: ${err}")
+    endif()
+    message(STATUS "${line}: ${err}")
+  endforeach()
+  execute_process(COMMAND ${CMAKE_COMMAND} -E env CUDA_VISIBLE_DEVICES=-1 ${EXE} --grade --json ${JSON}
+                  RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
+  if(NOT rc EQUAL 3)
+    message(FATAL_ERROR "${EXE} with no visible GPU exited ${rc} (expected 3)\nstdout: ${out}\nstderr: ${err}")
+  endif()
+  file(READ ${JSON} json)
+  string(JSON outcome GET "${json}" outcome)
+  string(JSON code GET "${json}" exit_code)
+  if(NOT outcome STREQUAL "no_gpu" OR NOT code EQUAL 3)
+    message(FATAL_ERROR "${EXE} with no visible GPU wrote outcome '${outcome}', exit_code ${code}: ${json}")
+  endif()
+  message(STATUS "${EXE}: --help 0, bad input 2, no GPU 3 (JSON no_gpu)")
+  return()
+endif()
+
+separate_arguments(extra UNIX_COMMAND "${EXTRA}")
+execute_process(COMMAND ${EXE} --grade --exercise ${EXERCISE} ${extra} --json ${JSON}
+                RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
+message(STATUS "${EXE} --grade --exercise ${EXERCISE} ${EXTRA}: exit ${rc}\n${out}${err}")
+if(NOT rc STREQUAL RC)
+  message(FATAL_ERROR "exited ${rc}, expected ${RC}")
+endif()
+if(NOT "${out}${err}" MATCHES "${EXPECT}")
+  message(FATAL_ERROR "the output does not say '${EXPECT}'")
+endif()
+file(READ ${JSON} json)
+string(JSON code GET "${json}" exit_code)
+if(NOT code EQUAL RC)
+  message(FATAL_ERROR "the JSON says exit_code ${code}, the program exited ${rc}")
+endif()
+if(RATIO)
+  string(REPLACE "," ";" bounds "${RATIO}")
+  list(GET bounds 0 lo)
+  list(GET bounds 1 hi)
+  string(JSON ratio GET "${json}" speed ratio)
+  # CMake compares integers only: compare in thousandths
+  math(EXPR r "0")
+  string(REGEX MATCH "^([0-9]+)\\.?([0-9]*)" _ "${ratio}")
+  set(frac "${CMAKE_MATCH_2}000")
+  string(SUBSTRING "${frac}" 0 3 frac)
+  math(EXPR r "${CMAKE_MATCH_1} * 1000 + 1${frac} - 1000")
+  foreach(b lo hi)
+    string(REGEX MATCH "^([0-9]+)\\.?([0-9]*)" _ "${${b}}")
+    set(f "${CMAKE_MATCH_2}000")
+    string(SUBSTRING "${f}" 0 3 f)
+    math(EXPR ${b}_k "${CMAKE_MATCH_1} * 1000 + 1${f} - 1000")
+  endforeach()
+  if(r LESS lo_k OR r GREATER hi_k)
+    message(FATAL_ERROR "speed ratio ${ratio} outside [${lo}, ${hi}]")
+  endif()
+  message(STATUS "speed ratio ${ratio} within [${lo}, ${hi}]")
+endif()
