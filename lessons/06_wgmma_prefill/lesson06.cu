@@ -9,6 +9,7 @@
 #include "decode_driver.cuh"
 #include "split_k.h"
 #include "steps.cuh"
+#include "table.h"
 #if PA_HAVE_LESSON05
 #include "lesson05.h"
 #endif
@@ -169,6 +170,12 @@ std::string why_not(const PrefillVariant& v, const PrefillShape& s, const pa::De
         const std::string w = decode_of(v.policy).why_not(as_decode_shape(s), info);
         return w.empty() ? w : v.name + (v.policy == Policy::gate ? " (lesson 05's decode): " : " (lesson 03's decode): ") + w;
     }
+    // The steps' tiles live in shared memory: a GPU (or a PA_SMEM_CAP_KIB) that gives a CTA less
+    // refuses the step by name instead of failing its launch.
+    const int need = geometry(v, s).smem_bytes;
+    if (info.smem_per_block_optin > 0 && need > info.smem_per_block_optin)
+        return v.name + pa::strf(": stages its tiles through %d KiB of shared memory per CTA; this GPU (%s) gives %d KiB",
+                                 (need + 1023) / 1024, info.name.c_str(), info.smem_per_block_optin / 1024);
     return "";
 }
 
