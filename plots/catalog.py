@@ -110,3 +110,83 @@ POST_H200_PREFILL_US = (("mma_sync", "MMA (mma.sync)", "MMA (mma.sync)", 584),
 # Its sparse-P gains over the dense PV, % (sections 1.3 and 7.4): zero-skip, compaction, and
 # compaction added to its split-k kernel (up to, on some shapes, against that kernel without it).
 POST_H200_SPARSE_GAIN = {"zero_skip": 2.0, "compaction": 30.0, "split_k_compact": 80.0}
+
+# ---------------------------------------------------------------------------------------
+# Variants: the names the lessons' programs give their steps (--variant), as the tables
+# group them, and the issue's targets they are held to
+
+# The L4 post's single-pass times (POST_L4_MS) in the order lesson 01's table lists them.
+LESSON01_POST_SHAPES = ("llama7b-B1-ctx1k", "llama70b-B4-ctx2k", "mqa-B16-ctx4k")
+
+# Lesson 02's ladder: (step, family, has a TGS). A family with a TGS is the variants
+# <family>_tgs4/8/16; step 6 is one idea with two mappings. The steps with one variant each
+# (3-5, 7, 8) are in the ladder table (lesson02_ladder_steps).
+LESSON02_STEPS = [("1", "thread_groups", True), ("2", "wide_loads", True), ("6", "per_head", True),
+                  ("6", "grouped", True), ("9", "grouped_mma", False), ("10", "grouped_mma_ws", False),
+                  ("11", "grouped_mma_bulk", False), ("12", "grouped_mma_units", False)]
+
+# Lesson 03: every split-k variant of lesson03_sweep.csv, the published rules (auto row's columns),
+# the ladder's steps (lesson03.csv) and the fixed partition sizes.
+LESSON03_SPLIT = ["split_k_64", "split_k_128", "split_k_256", "split_k_512", "split_k_1024", "split_k_4096",
+                  "split_k_fused_128", "split_k_fused_512", "split_k_rows_64", "split_k_rows_128", "split_k_rows_256",
+                  "split_k_rows_512", "split_k_rows_1024",
+                  "split_k_units_64", "split_k_units_128", "split_k_units_256", "split_k_units_512", "split_k_units_1024",
+                  "split_k_units_2048", "split_k_units_4096", "split_k_units_8192", "split_k_units_fused_128",
+                  "split_k_units_fused_512", "split_k_rows_units_128", "split_k_rows_units_256", "split_k_rows_units_512",
+                  "split_k_rows_units_1024", "split_k_units_lpt_1024", "split_k_units_lpt_2048",
+                  "split_k_units_lpt_4096", "split_k_units_lpt_8192", "split_k_even"]
+LESSON03_RULES = [("post 1", "rule_post1"), ("post 2", "rule_post2"), ("vLLM", "rule_vllm"),
+                  ("split count", "rule_split_count")]
+LESSON03_LADDER = ["single_pass", "partitions", "fused_merge", "tensor_cores", "longest_first", "unit_copies",
+                   "head_rows", "auto"]
+LESSON03_FIXED = ["split_k_128", "split_k_256", "split_k_512", "split_k_1024", "split_k_4096"]
+
+# Lesson 04: the reduce's fixes, the sweep's batches and the segment counts the table shows (the
+# smallest, and each side of every power of two from 16); the --plans run's fixed sizes and peers.
+LESSON04_FIXES = ("pad_scratch", "pow2_lanes", "loop")
+LESSON04_BATCHES = (16, 1)
+LESSON04_SPLITS = (1, 2, 3, 16, 17, 32, 33, 64, 65, 128, 129, 256, 257, 512, 513, 1023, 1024)
+LESSON04_PLAN_FIXED = ("split_pow2_128", "split_pow2_256", "split_pow2_512", "split_pow2_1024", "split_pow2_4096")
+LESSON04_PEERS = ("flashinfer_decode", "flashinfer_decode_tc")
+
+# Lesson 05: its steps, those that compact, and those that run on sm_90 only (a CSV of another GPU
+# has no such rows).
+LESSON05_STEPS = ("dense", "zero_skip", "compact_atomic", "compact_ordered", "split_k_compact", "split_k_cluster")
+LESSON05_COMPACTION = ("compact_atomic", "compact_ordered", "split_k_compact", "split_k_cluster")
+LESSON05_HOPPER = ("split_k_cluster",)
+
+# Lesson 06: its methods (variant <method>_<policy>), the methods built for sm_90a only, and the
+# H200 post's prefill kernels (POST_H200_PREFILL_US) beside the variant that does the same thing.
+LESSON06_METHODS = ("as_decode", "mma_sync", "wgmma", "wgmma_ws")
+LESSON06_POLICIES = ("softmax", "gate")
+LESSON06_HOPPER = ("wgmma", "wgmma_ws")
+LESSON06_POST_OURS = {"mma_sync": "mma_sync_gate", "wgmma_first": "wgmma_gate", "wgmma_fragment": "wgmma_gate",
+                      "fa3": "wgmma_ws_softmax"}
+
+# Lesson 07: lesson07_kv_staging runs per_token up to this many tokens (kPerTokenMaxTokens); its
+# stages; the variants as the tables list them: the one-GPU ones every run has, then the two-GPU
+# ones (prefill ranks on GPU 0, decode ranks on GPU 1), which a run with one GPU cannot make.
+LESSON07_PER_TOKEN_MAX = 4096
+LESSON07_STAGES = ("gather", "transfer", "scatter", "total")
+LESSON07_ONE_GPU = ("per_layer", "staged")
+LESSON07_TWO_GPU = ("staged_peer", "staged_nccl")
+LESSON07_NEEDS = {"memcpy_peer": "two GPUs", "staged_peer": "two GPUs",
+                  "staged_nccl": "two GPUs and a build with NCCL"}
+# The issue's targets for lesson 07, checked against the data (not measured here).
+LESSON07_KERNEL_TARGET_PCT, LESSON07_KERNEL_AIM_PCT = 85.0, 90.0
+LESSON07_SPEEDUP_TARGET, LESSON07_SPEEDUP_TOKENS = 20.0, 4096
+LESSON07_PEER_TARGET_PCT = 80.0
+
+# The ladder tables: lesson -> (folder, CSV, headline shape, sigma (05) or prefix (06)).
+LADDERS = {
+    "02": ("02_thread_groups", "lesson02.csv", "llama70b-B4-ctx2k", None),
+    "03": ("03_split_k", "lesson03.csv", "mqa-B1-ctx4k", None),
+    "05": ("05_sparse_p", "lesson05.csv", "h8kv4-B64-ctx1k", "1.5"),
+    "06": ("06_wgmma_prefill", "lesson06.csv", "B4-T4096-H32-Hkv8", "0"),
+}
+# arch_matrix.csv's configurations: (build, cap_kib, column heading).
+ARCH_CONFIGS = [
+    ("native", "none", "H100, H200 (sm_90a build)"),
+    ("sm80", "163", "A100 (sm_80 code, 163 KiB)"),
+    ("sm80", "99", "RTX 30xx/40xx, A10, L4 (sm_80 code, 99 KiB)"),
+]

@@ -9,10 +9,10 @@ A README holds a generated table between two marker lines:
 
 NAME is one of the tables below (`--list` names them): a grid (one row per shape) is a spec
 given to `grid` (its CSV, shapes, columns and caption); a table that writes sentences or is
-irregular is a function. Each reads plots/data/<gpu>/lessonNN.csv and states, inside its
-block, which GPU and which CSV its numbers come from. Text outside the markers is never
-touched. The shapes, the GPUs' names and the posts' published numbers come from
-plots/catalog.py.
+irregular is a function, most of them of one GPU's CSV (`per_gpu`). Each reads
+plots/data/<gpu>/lessonNN.csv and states, inside its block, which GPU and which CSV its numbers
+come from. Text outside the markers is never touched. The shapes, the GPUs' names, the lessons'
+variants and the posts' published numbers come from plots/catalog.py.
 
     python3 plots/tables.py            rewrite every block that differs from the CSVs
     python3 plots/tables.py --check    rewrite nothing; exit 1, one line per block that
@@ -37,29 +37,19 @@ import textwrap
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from catalog import (GPU_NAMES, GPU_ORDER, GPU_SHORT, LESSON01_SHAPES, LESSON05_GRID, LESSON05_SIGMAS,  # noqa: E402
-                     LESSON06_SHAPES, LESSON07_LAYERS, LESSON07_PAIRS, LESSON07_TOKENS, LONG_SHAPES, POST_4090_MS,
-                     POST_H200_PREFILL_SHAPE, POST_H200_PREFILL_US, POST_H200_SPARSE_GAIN, POST_H200_TGS_SWEEP_US,
-                     POST_L4_MS, TABLE_A, TABLE_B, TABLE_C, TABLE_C_TGS_SWEEP, TGS)
+from catalog import *  # noqa: E402,F401,F403  (plots/catalog.py: the shapes, GPUs, variants and posts' numbers)
 
 REPO = Path(__file__).resolve().parent.parent
 
 # ---------------------------------------------------------------------------------------
-# What the tables are about
-
-# Lesson 02's ladder: (step, family, has a TGS). A family with a TGS is the variants
-# <family>_tgs4/8/16; step 6 is one idea with two mappings. The steps with one variant each
-# (3-5, 7, 8) are in the ladder table (lesson02_ladder_steps).
-LESSON02_STEPS = [("1", "thread_groups", True), ("2", "wide_loads", True), ("6", "per_head", True),
-                  ("6", "grouped", True), ("9", "grouped_mma", False), ("10", "grouped_mma_ws", False),
-                  ("11", "grouped_mma_bulk", False), ("12", "grouped_mma_units", False)]
-
+# What the tables are about (the lists themselves are in plots/catalog.py)
 
 def family_variants(family, has_tgs):
     return [f"{family}_tgs{t}" for t in TGS] if has_tgs else [family]
 
 
 LESSON02_STEP_VARIANTS = [v for _, fam, tgs in LESSON02_STEPS for v in family_variants(fam, tgs)]
+
 
 class TableError(Exception):
     """A table cannot be written from the CSVs; the message names what is missing."""
@@ -68,36 +58,66 @@ class TableError(Exception):
 # ---------------------------------------------------------------------------------------
 # Reading the CSVs
 
-class Csv:
+class Keyed:
+    """Rows of a CSV by the columns KEY (l2, where a key has it, last and "cold" unless given): those of
+    lesson LESSON (None: every row). ROW names a key's row in messages (a missing or duplicated row),
+    FAILED a FAILed row ({shape_of_row}: its shape); a subclass may check more in row()."""
+    LESSON, KEY, NEED, NONE, EAGER_DUP, MISSING, ROW, FAILED = None, (), (), None, False, "", "", ""
+
+    def __init__(self, c):
+        self.c = c
+        rows = [r for r in c.rows if self.LESSON in (None, r.get("lesson")) and self.keep(r)]
+        if not rows and self.NONE:
+            raise TableError(f"{c.rel}: no lesson {self.LESSON} {self.NONE}")
+        for col in self.NEED:
+            if col not in rows[0]:
+                raise TableError(f"{c.rel}: no column '{col}'")
+        self.rows, self.by_key, self.dup = rows, {}, set()
+        for r in rows:
+            key = self.key(r)
+            if key in self.by_key:
+                if self.EAGER_DUP:
+                    raise TableError(f"{c.rel}: more than one {self.name(self.ROW, key)}")
+                self.dup.add(key)
+            self.by_key[key] = r
+        self.have = {k[0] for k in self.by_key}
+
+    def keep(self, r):
+        return True
+
+    def key(self, r):
+        return tuple(r.get(col) for col in self.KEY)
+
+    def name(self, template, key, r=None):
+        return template.format(**dict(zip(self.KEY, key)), shape_of_row=(r or {}).get("shape"))
+
+    def find(self, *key):
+        """The row, or None when the CSV has none; a duplicated or FAILed row is an error."""
+        key = key + ("cold",) * (len(self.KEY) - len(key))
+        if key in self.dup:
+            raise TableError(f"{self.c.rel}: more than one {self.name(self.ROW, key)}")
+        r = self.by_key.get(key)
+        if r is not None and r.get("check") != "PASS":
+            raise TableError(f"{self.c.rel}: {self.name(self.FAILED, key, r)} has check '{r.get('check')}', not PASS")
+        return r
+
+    def row(self, *key):
+        r = self.find(*key)
+        if r is None:
+            key = key + ("cold",) * (len(self.KEY) - len(key))
+            raise TableError(f"{self.c.rel}: no {self.name(self.ROW + self.MISSING, key)}")
+        return r
+
+
+class Csv(Keyed):
     """One lessonNN.csv: rows by (lesson, variant, shape, l2)."""
+    KEY = ("lesson", "variant", "shape", "l2")
+    ROW, FAILED = "{l2} row for lesson {lesson} {variant} on {shape}", "lesson {lesson} {variant} on {shape} ({l2})"
 
     def __init__(self, rel, text):
         self.rel = rel  # "plots/data/h200/lesson01.csv"
         self.rows = list(csv.DictReader(io.StringIO(text)))
-        self.by_key = {}
-        self.duplicates = set()
-        for r in self.rows:
-            key = (r.get("lesson"), r.get("variant"), r.get("shape"), r.get("l2"))
-            if key in self.by_key:
-                self.duplicates.add(key)
-            self.by_key[key] = r
-
-    def find(self, lesson, variant, shape, l2="cold"):
-        """The row, or None when the CSV has none; a duplicated or FAILed row is an error."""
-        key = (lesson, variant, shape, l2)
-        if key in self.duplicates:
-            raise TableError(f"{self.rel}: more than one {l2} row for lesson {lesson} {variant} on {shape}")
-        r = self.by_key.get(key)
-        if r is not None and r.get("check") != "PASS":
-            raise TableError(f"{self.rel}: lesson {lesson} {variant} on {shape} ({l2}) has check "
-                             f"'{r.get('check')}', not PASS")
-        return r
-
-    def row(self, lesson, variant, shape, l2="cold"):
-        r = self.find(lesson, variant, shape, l2)
-        if r is None:
-            raise TableError(f"{self.rel}: no {l2} row for lesson {lesson} {variant} on {shape}")
-        return r
+        super().__init__(self)
 
     def variants(self, lesson):
         return {r["variant"] for r in self.rows if r.get("lesson") == lesson}
@@ -105,24 +125,30 @@ class Csv:
     def read_bw(self):
         """The run's streaming-read bandwidth, GB/s, as text. The CSV does not store it; each
         row's bytes / us_median over its pct_read_bw (printed to 0.1) brackets it."""
-        lo, hi = 0.0, math.inf
-        for r in self.rows:
-            try:
-                nbytes, us, pct = float(r["bytes"]), float(r["us_median"]), float(r["pct_read_bw"])
-            except (KeyError, TypeError, ValueError):
-                continue
-            if pct <= 0 or us <= 0.0005:
-                continue
-            g_lo, g_hi = nbytes / (us + 0.0005) / 1e3, nbytes / (us - 0.0005) / 1e3
-            lo = max(lo, g_lo * 100 / (pct + 0.05))
-            if pct > 0.05:
-                hi = min(hi, g_hi * 100 / (pct - 0.05))
-        if lo == 0 or hi == math.inf or hi < lo:
+        bw = bracket(self.rows, "pct_read_bw", 0)
+        if bw is None:
             raise TableError(f"{self.rel}: its bytes, us_median and pct_read_bw do not give one read bandwidth")
-        a, b = math.ceil(lo), math.floor(hi)
-        if a >= b:
-            return f"{round((lo + hi) / 2)} GB/s"
-        return f"{a} to {b} GB/s"
+        return bw
+
+
+def bracket(rows, pct_col, min_pct):
+    """The bandwidth (text, GB/s) that every row's bytes / us_median over its `pct_col` (printed to
+    0.1) brackets, or None when they give no one value; rows at or under `min_pct` are skipped."""
+    lo, hi = 0.0, math.inf
+    for r in rows:
+        try:
+            nbytes, us, p = float(r["bytes"]), float(r["us_median"]), float(r[pct_col])
+        except (KeyError, TypeError, ValueError):
+            continue
+        if p <= min_pct or us <= 0.0005:
+            continue
+        lo = max(lo, nbytes / (us + 0.0005) / 1e3 * 100 / (p + 0.05))
+        if p > 0.05:
+            hi = min(hi, nbytes / (us - 0.0005) / 1e3 * 100 / (p - 0.05))
+    if lo == 0 or hi == math.inf or hi < lo:
+        return None
+    a, b = math.ceil(lo), math.floor(hi)
+    return f"{round((lo + hi) / 2)} GB/s" if a >= b else f"{a} to {b} GB/s"
 
 
 class Data:
@@ -212,8 +238,8 @@ def pct(r):
     return f"{float(r['pct_read_bw']):.1f}"
 
 
-def mib(r):
-    return f"{float(r['bytes']) / 1048576:.0f}"
+def mib(nbytes, digits=0):
+    return f"{float(nbytes) / 1048576:.{digits}f}"
 
 
 def table(header, rows, right=()):
@@ -304,6 +330,21 @@ def register(name):
     return deco
 
 
+def per_gpu(name, csvname, none=None):
+    """Registers table `name`: one part per GPU with `csvname`, fn(ctx, gpu, c) giving that GPU's markdown
+    or None (no part; `none` is the error when no GPU gives one)."""
+    def deco(fn):
+        def table_fn(ctx):
+            parts = [p for gpu in ctx.data.gpus_or_error(csvname) if (p := fn(ctx, gpu, ctx.data.get(gpu, csvname)))]
+            if not parts:
+                raise TableError(none)
+            return "\n\n".join(parts)
+        table_fn.__doc__ = fn.__doc__
+        register(name)(table_fn)
+        return fn
+    return deco
+
+
 # ---------------------------------------------------------------------------------------
 # Grid tables: one row per shape, one column per kind of cell, one table per GPU with the CSV.
 # A spec names its CSV, lesson, shapes, columns and caption; `grid` makes the table function.
@@ -312,14 +353,23 @@ class At:
     """One shape of one CSV, as a column reads it. A variant may be a name or a function of this
     (e.g. the fastest of a list)."""
 
-    def __init__(self, c, lesson, shape):
-        self.c, self.lesson, self.shape = c, lesson, shape
+    def __init__(self, c, lesson, shape, data=None, gpu=None):
+        self.c, self.lesson, self.shape, self.data, self.gpu = c, lesson, shape, data, gpu
+
+    def where(self, variant):
+        """(CSV, lesson, name) of `variant`: a name, (lesson, name) for another lesson's rows, (csv,
+        lesson, name) for another CSV of the same GPU, or a function of this giving one of those."""
+        v = variant(self) if callable(variant) else variant
+        v = v if isinstance(v, tuple) else (self.lesson, v)
+        return (self.data.get(self.gpu, v[0]) if len(v) == 3 else self.c), *v[-2:]
+
+    def find(self, variant, l2="cold"):
+        c, lesson, v = self.where(variant)
+        return c.find(lesson, v, self.shape, l2)
 
     def row(self, variant, l2="cold"):
-        """The row of `variant`: a name, (lesson, name) for another lesson's rows, or a function."""
-        v = variant(self) if callable(variant) else variant
-        lesson, v = v if isinstance(v, tuple) else (self.lesson, v)
-        return self.c.row(lesson, v, self.shape, l2)
+        c, lesson, v = self.where(variant)
+        return c.row(lesson, v, self.shape, l2)
 
     def us(self, variant, l2="cold"):
         return float(self.row(variant, l2)["us_median"])
@@ -340,6 +390,11 @@ def c_time(head, variant, l2="cold", fmt=us1):
     return Col(head, lambda at: fmt(at.us(variant, l2)))
 
 
+def c_opt(head, variant, fmt):
+    """The time of `variant`, or "-" where the CSV has no row of it."""
+    return Col(head, lambda at: fmt(r["us_median"]) if (r := at.find(variant)) else "-")
+
+
 def c_pct(variant, head="% read BW"):
     return Col(head, lambda at: pct(at.row(variant)))
 
@@ -358,7 +413,7 @@ def c_ratio(head, num, den, fmt="{:.2f}", num_l2="cold", den_l2="cold"):
 
 
 def c_mib(variant, head="MiB"):
-    return Col(head, lambda at: f"{float(at.row(variant)['bytes']) / 2**20:.0f}")
+    return Col(head, lambda at: mib(at.row(variant)["bytes"]))
 
 
 def c_post(head, posts, index, fmt, right=True):
@@ -380,46 +435,46 @@ def fill(caption, ctx, gpu, c):
     return out.replace("{bw}", c.read_bw()) if "{bw}" in out else out
 
 
-def grid(name, doc, csvname, lesson, shapes, cols, caption):
-    """Registers table `name`: per GPU with `csvname`, the caption, then a row per shape."""
-    def fn(ctx):
-        parts = []
-        for gpu in ctx.data.gpus_or_error(csvname):
-            c = ctx.data.get(gpu, csvname)
-            rows = [[col.cell(At(c, lesson, s)) for col in cols] for s in shapes]
-            parts.append(fill(caption, ctx, gpu, c) + "\n\n"
-                         + table([col.head for col in cols], rows, right={i for i, col in enumerate(cols) if col.right}))
-        return "\n\n".join(parts)
+def grid(name, doc, csvname, lesson, shapes, cols, caption, footer=None):
+    """Registers table `name`: per GPU with `csvname`, the caption, then a row per shape (and the row
+    footer(rows) where given). `shapes` and `cols` may be functions of the CSV (the shapes it has;
+    columns for the variants it has)."""
+    def fn(ctx, gpu, c):
+        cs = cols(c) if callable(cols) else cols
+        rows = [[col.cell(At(c, lesson, s, ctx.data, gpu)) for col in cs] for s in (shapes(c) if callable(shapes) else shapes)]
+        rows += [footer(rows)] if footer else []
+        return (fill(caption, ctx, gpu, c) + "\n\n"
+                + table([col.head for col in cs], rows, right={i for i, col in enumerate(cs) if col.right}))
     fn.__doc__ = doc
-    register(name)(fn)
-    return fn
+    return per_gpu(name, csvname)(fn)
 
 
-@register("results_so_far")
-def t_results_so_far(ctx):
-    """README.md: Table A, L2-cold: lesson 01 (lesson01.csv) beside lesson 02's fastest step and
-    its auto choice (lesson02.csv), with % of read bandwidth; one table per GPU with a lesson02.csv."""
-    parts = []
-    for gpu in ctx.data.gpus_or_error("lesson02.csv"):
-        c1, c2 = ctx.data.get(gpu, "lesson01.csv"), ctx.data.get(gpu, "lesson02.csv")
-        steps, absent = lesson02_steps_present(c2)
-        rows = []
-        for s in TABLE_A:
-            n = c1.row("01", "naive", s)
-            b = best_of(c2, "02", steps, s)
-            a = auto_row(c2, "02", s)
-            rows.append([s, f"{n['H']} / {n['Hkv']}", us1(n["us_median"]), pct(n), b["variant"],
-                         us1(b["us_median"]), pct(b), b.get("ctas", ""), a["auto_pick"],
-                         us1(a["us_median"]), pct(a)])
-        parts.append(
-            f"**{gpu_name(gpu)}.** Lesson 01 from {ctx.link(c1)} (that run's streaming read: "
+def lesson02_best(at):
+    """The fastest of lesson 02's steps that the CSV has, on the shape."""
+    return best_of(at.c, "02", lesson02_steps_present(at.c)[0], at.shape)["variant"]
+
+
+def results_so_far_caption(ctx, gpu, c2):
+    c1, (steps, absent) = ctx.data.get(gpu, "lesson01.csv"), lesson02_steps_present(c2)
+    return (f"**{gpu_name(gpu)}.** Lesson 01 from {ctx.link(c1)} (that run's streaming read: "
             f"{c1.read_bw()}); lesson 02 from {ctx.link(c2)} ({c2.read_bw()}); each % is against its "
             f"own run's figure. Table A shapes, {shape_kinds(c1, '01', 'naive', TABLE_A)}; L2-cold "
             f"medians, us. \"Best\" is the fastest of lesson 02's steps ({variant_list(steps)}"
-            f"{absent_note(absent)}); `auto` is the lesson's own choice (CSV column `auto_pick`).\n\n"
-            + table(["shape", "H / Hkv", "lesson 01 us", "% read BW", "lesson 02 best", "us", "% read BW",
-                     "CTAs", "auto pick", "auto us", "% read BW"], rows, right={2, 3, 5, 6, 7, 9, 10}))
-    return "\n\n".join(parts)
+            f"{absent_note(absent)}); `auto` is the lesson's own choice (CSV column `auto_pick`).")
+
+
+NAIVE = ("01", "naive")  # lesson 01's rows in a later lesson's CSV
+NAIVE01 = ("lesson01.csv", "01", "naive")  # lesson 01's rows in its own CSV
+grid("results_so_far",
+     """README.md: Table A, L2-cold: lesson 01 (lesson01.csv) beside lesson 02's fastest step and
+    its auto choice (lesson02.csv), with % of read bandwidth; one table per GPU with a lesson02.csv.""",
+     "lesson02.csv", "02", TABLE_A,
+     [c_shape(), Col("H / Hkv", lambda at: f"{at.row(NAIVE01)['H']} / {at.row(NAIVE01)['Hkv']}", right=False),
+      c_time("lesson 01 us", NAIVE01), c_pct(NAIVE01), Col("lesson 02 best", lesson02_best, right=False),
+      c_time("us", lesson02_best), c_pct(lesson02_best), Col("CTAs", lambda at: at.row(lesson02_best).get("ctas", "")),
+      Col("auto pick", lambda at: auto_row(at.c, "02", at.shape)["auto_pick"], right=False), c_time("auto us", "auto"),
+      c_pct("auto")],
+     results_so_far_caption)
 
 
 grid("lesson01_results",
@@ -450,8 +505,6 @@ def t_lesson01_best_worst(ctx):
     return "\n".join(lines)
 
 
-# The L4 post's single-pass times (POST_L4_MS) in the order lesson 01's table lists them.
-LESSON01_POST_SHAPES = ("llama7b-B1-ctx1k", "llama70b-B4-ctx2k", "mqa-B16-ctx4k")
 
 
 @register("lesson01_posts")
@@ -479,11 +532,6 @@ def t_lesson01_posts(ctx):
             + "\n\n" + verdict)
 
 
-def lesson02_best(at):
-    """The fastest of lesson 02's steps that the CSV has, on the shape."""
-    return best_of(at.c, "02", lesson02_steps_present(at.c)[0], at.shape)["variant"]
-
-
 def lesson02_table_a_caption(ctx, gpu, c):
     steps, absent = lesson02_steps_present(c)
     return (f"**{gpu_name(gpu)}**, data {ctx.link(c)} (lesson 01 and lesson 02 from the same run; streaming read "
@@ -491,7 +539,6 @@ def lesson02_table_a_caption(ctx, gpu, c):
             f"\"Best\" is the fastest of {variant_list(steps)}{absent_note(absent)}.")
 
 
-NAIVE = ("01", "naive")  # lesson 01's rows in a later lesson's CSV
 grid("lesson02_table_a",
      """Lesson 02 README: Table A, L2-cold: lesson 01 (its rows in lesson02.csv), lesson 02's
     fastest step with its time, speedup and % of read bandwidth, and auto's pick and time.""",
@@ -503,93 +550,77 @@ grid("lesson02_table_a",
      lesson02_table_a_caption)
 
 
-@register("lesson02_ladder")
-def t_lesson02_ladder(ctx):
-    """Lesson 02 README: per shape (Table A, then Table C), the L2-cold time of lesson 01 and of
-    each lesson-02 step (a step with a TGS: its fastest TGS, named), to show what each idea bought."""
-    parts = []
-    for gpu in ctx.data.gpus_or_error("lesson02.csv"):
-        c = ctx.data.get(gpu, "lesson02.csv")
-        have = c.variants("02")
-        cols = [(step, fam, tgs) for step, fam, tgs in LESSON02_STEPS
-                if any(v in have for v in family_variants(fam, tgs))]
-        absent = [v for v in LESSON02_STEP_VARIANTS if v not in have]
-        if not cols:
-            raise TableError(f"{c.rel}: no lesson 02 step variant ({variant_list(LESSON02_STEP_VARIANTS)})")
-        rows = []
-        for s in TABLE_A + TABLE_C:
-            row = [s, us_ladder(c.row("01", "naive", s)["us_median"])]
-            for _, fam, tgs in cols:
-                vs = [v for v in family_variants(fam, tgs) if v in have]
-                b = best_of(c, "02", vs, s)
-                cell = us_ladder(b["us_median"])
-                if tgs:
-                    cell += f" ({b['variant'].rsplit('_tgs', 1)[1]})"
-                row.append(cell)
-            rows.append(row)
-        kinds = f"Table A: {shape_kinds(c, '01', 'naive', TABLE_A)}; Table C: {shape_kinds(c, '01', 'naive', TABLE_C)}"
-        parts.append(
-            f"**{gpu_name(gpu)}**, data {ctx.link(c)}. L2-cold medians, us ({kinds}); "
-            f"for a step with a thread-group size, its fastest TGS in parentheses{absent_note(absent)}.\n\n"
-            + table(["shape", "lesson 01 `naive`"] + [f"{step}. `{fam}`" for step, fam, _ in cols], rows,
-                    right=set(range(1, 2 + len(cols)))))
-    return "\n\n".join(parts)
+def ladder02_cols(c):
+    """Lesson 01's naive, then a column per lesson-02 step this CSV has (its fastest TGS, named)."""
+    have = c.variants("02")
+    steps = [(step, fam, tgs) for step, fam, tgs in LESSON02_STEPS if any(v in have for v in family_variants(fam, tgs))]
+    if not steps:
+        raise TableError(f"{c.rel}: no lesson 02 step variant ({variant_list(LESSON02_STEP_VARIANTS)})")
+
+    def cell(at, vs, tgs):
+        b = best_of(at.c, "02", vs, at.shape)
+        return us_ladder(b["us_median"]) + (f" ({b['variant'].rsplit('_tgs', 1)[1]})" if tgs else "")
+    return [c_shape(), c_time("lesson 01 `naive`", NAIVE, fmt=us_ladder)] + [
+        Col(f"{step}. `{fam}`", lambda at, vs=[v for v in family_variants(fam, tgs) if v in have], tgs=tgs: cell(at, vs, tgs))
+        for step, fam, tgs in steps]
 
 
-@register("lesson02_tgs_sweep")
-def t_lesson02_tgs_sweep(ctx):
-    """Lesson 02 README: Table C TGS-sweep shapes, L2-cold, wide_loads and grouped at TGS 4/8/16,
-    the fastest of the six, and the H200 post's TGS 4/8/16 (published us) beside."""
-    fams = ("wide_loads", "grouped")
-    parts = []
-    for gpu in ctx.data.gpus_or_error("lesson02.csv"):
-        c = ctx.data.get(gpu, "lesson02.csv")
-        rows = []
-        for s in TABLE_C_TGS_SWEEP:
-            cells, all_rows = [], []
-            for fam in fams:
-                rs = [c.row("02", v, s) for v in family_variants(fam, True)]
-                all_rows += rs
-                cells.append(" / ".join(us2(r["us_median"]) for r in rs))
-            b = min(all_rows, key=lambda r: float(r["us_median"]))
-            post = POST_H200_TGS_SWEEP_US[s]
-            post_best = TGS[min(range(3), key=lambda i: post[i])]
-            rows.append([s] + cells + [f"`{b['variant']}` {us2(b['us_median'])}",
-                                       " / ".join(f"{p:.2f}" for p in post) + f" ({post_best})"])
-        parts.append(
-            f"**{gpu_name(gpu)}**, data {ctx.link(c)}: L2-cold medians, us "
-            f"({shape_kinds(c, '02', 'grouped_tgs4', TABLE_C_TGS_SWEEP)}). The post's numbers are the H200 "
-            f"post's, as published (its gated attention kernel; best TGS in parentheses).\n\n"
-            + table(["shape", "`wide_loads` TGS 4 / 8 / 16", "`grouped` TGS 4 / 8 / 16", "best of the six",
-                     "H200 post TGS 4 / 8 / 16"], rows))
-    return "\n\n".join(parts)
+def ladder02_caption(ctx, gpu, c):
+    absent = [v for v in LESSON02_STEP_VARIANTS if v not in c.variants("02")]
+    kinds = f"Table A: {shape_kinds(c, '01', 'naive', TABLE_A)}; Table C: {shape_kinds(c, '01', 'naive', TABLE_C)}"
+    return (f"**{gpu_name(gpu)}**, data {ctx.link(c)}. L2-cold medians, us ({kinds}); "
+            f"for a step with a thread-group size, its fastest TGS in parentheses{absent_note(absent)}.")
 
 
-@register("lesson02_arch")
-def t_lesson02_arch(ctx):
-    """Lesson 02 README: Table A, auto's pick and L2-cold time in the native build (lesson02.csv)
-    beside the sm_80 build (lesson02_sm80.csv), one table per GPU with a lesson02_sm80.csv."""
-    parts = []
-    for gpu in ctx.data.gpus_or_error("lesson02_sm80.csv"):
-        cn, c80 = ctx.data.get(gpu, "lesson02.csv"), ctx.data.get(gpu, "lesson02_sm80.csv")
-        rows = []
-        for s in TABLE_A:
-            a, b = cn.row("02", "auto", s), c80.row("02", "auto", s)
-            rows.append([s, a.get("auto_pick", ""), us1(a["us_median"]), b.get("auto_pick", ""),
-                         us1(b["us_median"]), f"{float(b['us_median']) / float(a['us_median']):.2f}"])
-        parts.append(
-            f"**{gpu_name(gpu)}**: native build {ctx.link(cn)} (streaming read {cn.read_bw()}), sm_80 build "
-            f"{ctx.link(c80)} ({c80.read_bw()}). `auto`, L2-cold medians, us.\n\n"
-            + table(["shape", "native: auto pick", "us", "sm_80: auto pick", "us", "sm_80 / native"], rows,
-                    right={2, 4, 5}))
-    return "\n\n".join(parts)
+grid("lesson02_ladder",
+     """Lesson 02 README: per shape (Table A, then Table C), the L2-cold time of lesson 01 and of
+    each lesson-02 step (a step with a TGS: its fastest TGS, named), to show what each idea bought.""",
+     "lesson02.csv", "02", TABLE_A + TABLE_C, ladder02_cols, ladder02_caption)
 
 
-ARCH_CONFIGS = [  # (build, cap_kib, column heading) of plots/data/<gpu>/arch_matrix.csv
-    ("native", "none", "H100, H200 (sm_90a build)"),
-    ("sm80", "163", "A100 (sm_80 code, 163 KiB)"),
-    ("sm80", "99", "RTX 30xx/40xx, A10, L4 (sm_80 code, 99 KiB)"),
-]
+def tgs_sweep_post(at):
+    """The H200 post's times at TGS 4 / 8 / 16 and (in parentheses) its best TGS."""
+    post = POST_H200_TGS_SWEEP_US[at.shape]
+    return " / ".join(f"{p:.2f}" for p in post) + f" ({TGS[min(range(3), key=lambda i: post[i])]})"
+
+
+def tgs_sweep_best(at):
+    b = min((at.row(v) for fam in ("wide_loads", "grouped") for v in family_variants(fam, True)),
+            key=lambda r: float(r["us_median"]))
+    return f"`{b['variant']}` {us2(b['us_median'])}"
+
+
+grid("lesson02_tgs_sweep",
+     """Lesson 02 README: Table C TGS-sweep shapes, L2-cold, wide_loads and grouped at TGS 4/8/16,
+    the fastest of the six, and the H200 post's TGS 4/8/16 (published us) beside.""",
+     "lesson02.csv", "02", TABLE_C_TGS_SWEEP,
+     [c_shape()] + [Col(f"`{fam}` TGS 4 / 8 / 16", lambda at, fam=fam: " / ".join(
+         us2(at.us(v)) for v in family_variants(fam, True)), right=False) for fam in ("wide_loads", "grouped")]
+     + [Col("best of the six", tgs_sweep_best, right=False), Col("H200 post TGS 4 / 8 / 16", tgs_sweep_post, right=False)],
+     lambda ctx, gpu, c: f"**{gpu_name(gpu)}**, data {ctx.link(c)}: L2-cold medians, us "
+     f"({shape_kinds(c, '02', 'grouped_tgs4', TABLE_C_TGS_SWEEP)}). The post's numbers are the H200 "
+     f"post's, as published (its gated attention kernel; best TGS in parentheses).")
+
+
+NATIVE_AUTO = ("lesson02.csv", "02", "auto")  # auto's rows of the native build beside the sm_80 build's
+
+
+def lesson02_arch_caption(ctx, gpu, c80):
+    cn = ctx.data.get(gpu, "lesson02.csv")
+    return (f"**{gpu_name(gpu)}**: native build {ctx.link(cn)} (streaming read {cn.read_bw()}), sm_80 build "
+            f"{ctx.link(c80)} ({c80.read_bw()}). `auto`, L2-cold medians, us.")
+
+
+grid("lesson02_arch",
+     """Lesson 02 README: Table A, auto's pick and L2-cold time in the native build (lesson02.csv)
+    beside the sm_80 build (lesson02_sm80.csv), one table per GPU with a lesson02_sm80.csv.""",
+     "lesson02_sm80.csv", "02", TABLE_A,
+     [c_shape(), Col("native: auto pick", lambda at: at.row(NATIVE_AUTO).get("auto_pick", ""), right=False),
+      c_time("us", NATIVE_AUTO), Col("sm_80: auto pick", lambda at: at.row("auto").get("auto_pick", ""), right=False),
+      c_time("us", "auto"), c_ratio("sm_80 / native", "auto", NATIVE_AUTO)],
+     lesson02_arch_caption)
+
+
 
 
 @register("arch_matrix")
@@ -711,13 +742,6 @@ def ladder_steps(lesson_dir):
     return steps
 
 
-# lesson -> (folder, CSV, headline shape, sigma (05) or prefix (06))
-LADDERS = {
-    "02": ("02_thread_groups", "lesson02.csv", "llama70b-B4-ctx2k", None),
-    "03": ("03_split_k", "lesson03.csv", "mqa-B1-ctx4k", None),
-    "05": ("05_sparse_p", "lesson05.csv", "h8kv4-B64-ctx1k", "1.5"),
-    "06": ("06_wgmma_prefill", "lesson06.csv", "B4-T4096-H32-Hkv8", "0"),
-}
 
 
 def ladder_us(ctx, gpu, lesson, variant):
@@ -761,40 +785,36 @@ for _lesson in LADDERS:
     register(f"lesson{_lesson}_ladder_steps")(_ladder_fn(_lesson))
 
 
-@register("lesson02_timeline")
-def t_lesson02_timeline(ctx):
+@per_gpu("lesson02_timeline", "lesson02_timeline.csv")
+def t_lesson02_timeline(ctx, gpu, c):
     """Lesson 02 README: where step 5's time goes (lesson02_timeline.csv, `--timeline`): per
     Table A shape, the first tile, when 10/90/100 % of the bytes had landed, the CTA ends, the
     steady rate, one CTA's rate and the split of the last CTA's end."""
-    parts = []
-    for gpu in ctx.data.gpus_or_error("lesson02_timeline.csv"):
-        c = ctx.data.get(gpu, "lesson02_timeline.csv")
-        variants = sorted(c.variants("02"))
-        if len(variants) != 1:
-            raise TableError(f"{c.rel}: expected the rows of one timeline build, found {variants}")
-        v = variants[0]
-        bw = float(c.read_bw().split()[0])
-        rows = []
-        for s in TABLE_A:
-            r = c.row("02", v, s)
-            steady = r.get("steady_gbps", "")
-            rows.append([
-                s, f"{r['ctas']} ({r['ctas_per_sm']})", f"{float(r['first_tile_p50_us']):.1f}",
-                " / ".join(f"{float(r[k]):.1f}" for k in ("landed_10_us", "landed_90_us", "landed_all_us")),
-                " / ".join(f"{float(r[k]):.1f}" for k in ("end_first_us", "end_p50_us", "us_median")),
-                f"{float(steady):.0f} ({100 * float(steady) / bw:.1f})" if steady else "-",
-                " / ".join(f"{float(r[k]):.1f}" for k in ("cta_gbps_p10", "cta_gbps_p50", "cta_gbps_p90")),
-                " + ".join(f"{float(r[k]):.1f}" for k in ("at_steady_us", "startup_us", "tail_us"))
-                if steady else "-"])
-        parts.append(
-            f"**{gpu_name(gpu)}**, data {ctx.link(c)} (`{v}`; streaming read {c.read_bw()}). Times in us from the "
-            f"first CTA's start, of the L2-cold launch whose last CTA ended in the middle of seven; a span here "
-            f"leaves out the launch's own overhead, so it is a little shorter than the timed medians. \"-\": no "
-            f"steady state (the 10-90 % window is under half of the run).\n\n"
-            + table(["shape", "CTAs (per SM)", "first tile lands (p50)", "bytes landed 10 / 90 / 100 %",
-                     "CTA ends first / p50 / last", "steady GB/s (% read BW)", "one CTA's GB/s p10 / p50 / p90",
-                     "at steady + start-up + tail"], rows, right={2}))
-    return "\n\n".join(parts)
+    variants = sorted(c.variants("02"))
+    if len(variants) != 1:
+        raise TableError(f"{c.rel}: expected the rows of one timeline build, found {variants}")
+    v = variants[0]
+    bw = float(c.read_bw().split()[0])
+    rows = []
+    for s in TABLE_A:
+        r = c.row("02", v, s)
+        steady = r.get("steady_gbps", "")
+        rows.append([
+            s, f"{r['ctas']} ({r['ctas_per_sm']})", f"{float(r['first_tile_p50_us']):.1f}",
+            " / ".join(f"{float(r[k]):.1f}" for k in ("landed_10_us", "landed_90_us", "landed_all_us")),
+            " / ".join(f"{float(r[k]):.1f}" for k in ("end_first_us", "end_p50_us", "us_median")),
+            f"{float(steady):.0f} ({100 * float(steady) / bw:.1f})" if steady else "-",
+            " / ".join(f"{float(r[k]):.1f}" for k in ("cta_gbps_p10", "cta_gbps_p50", "cta_gbps_p90")),
+            " + ".join(f"{float(r[k]):.1f}" for k in ("at_steady_us", "startup_us", "tail_us"))
+            if steady else "-"])
+    return (
+        f"**{gpu_name(gpu)}**, data {ctx.link(c)} (`{v}`; streaming read {c.read_bw()}). Times in us from the "
+        f"first CTA's start, of the L2-cold launch whose last CTA ended in the middle of seven; a span here "
+        f"leaves out the launch's own overhead, so it is a little shorter than the timed medians. \"-\": no "
+        f"steady state (the 10-90 % window is under half of the run).\n\n"
+        + table(["shape", "CTAs (per SM)", "first tile lands (p50)", "bytes landed 10 / 90 / 100 %",
+                 "CTA ends first / p50 / last", "steady GB/s (% read BW)", "one CTA's GB/s p10 / p50 / p90",
+                 "at steady + start-up + tail"], rows, right={2}))
 
 
 # ---------------------------------------------------------------------------------------
@@ -802,51 +822,28 @@ def t_lesson02_timeline(ctx):
 # `reduce` row (the reduce alone) and a `total` row (partition kernel + reduce), so rows are
 # looked up with the stage as well; the sweep's shapes are h8kv4-B<B>-ctx<32 * (splits - 1) + 1>.
 
-LESSON04_FIXES = ("pad_scratch", "pow2_lanes", "loop")
-LESSON04_BATCHES = (16, 1)
-# Segment counts the table shows: the smallest, and each side of every power of two from 16.
-LESSON04_SPLITS = (1, 2, 3, 16, 17, 32, 33, 64, 65, 128, 129, 256, 257, 512, 513, 1023, 1024)
 LESSON04_SHAPE = re.compile(r"h8kv4-B(\d+)-ctx(\d+)")
 
 
-class Lesson04Csv:
+class Lesson04Csv(Keyed):
     """lesson04.csv's segment-sweep rows by (variant, B, splits, stage, l2)."""
+    LESSON, KEY, NONE = "04", ("variant", "B", "splits", "stage", "l2"), "rows on h8kv4-B<B>-ctx<N> shapes"
+    NEED = ("splits", "partition_size", "scratch_bytes", "stage")
+    ROW, MISSING = "lesson 04 {variant} {stage} {l2} row at B {B}, {splits} splits", " (it has other B {B} rows)"
+    FAILED = "lesson 04 {variant} {stage} {l2} at B {B}, {splits} splits ({shape_of_row})"
 
-    def __init__(self, c):
-        self.c = c
-        rows = [r for r in c.rows if r.get("lesson") == "04" and LESSON04_SHAPE.fullmatch(r.get("shape", ""))]
-        if not rows:
-            raise TableError(f"{c.rel}: no lesson 04 rows on h8kv4-B<B>-ctx<N> shapes")
-        for col in ("splits", "partition_size", "scratch_bytes", "stage"):
-            if col not in rows[0]:
-                raise TableError(f"{c.rel}: no column '{col}'")
-        self.rows, self.by, self.dup = rows, {}, set()
-        for r in rows:
-            try:
-                key = (r["variant"], int(r["B"]), int(r["splits"]), r["stage"], r["l2"])
-            except (TypeError, ValueError):
-                raise TableError(f"{c.rel}: lesson 04 row on {r.get('shape')} has B '{r.get('B')}', "
-                                 f"splits '{r.get('splits')}'") from None
-            if key in self.by:
-                self.dup.add(key)
-            self.by[key] = r
+    def keep(self, r):
+        return bool(LESSON04_SHAPE.fullmatch(r.get("shape", "")))
+
+    def key(self, r):
+        try:
+            return (r["variant"], int(r["B"]), int(r["splits"]), r["stage"], r["l2"])
+        except (TypeError, ValueError):
+            raise TableError(f"{self.c.rel}: lesson 04 row on {r.get('shape')} has B '{r.get('B')}', "
+                             f"splits '{r.get('splits')}'") from None
 
     def batches(self):
         return {int(r["B"]) for r in self.rows}
-
-    def row(self, variant, B, splits, stage, l2="cold"):
-        key = (variant, B, splits, stage, l2)
-        if key in self.dup:
-            raise TableError(f"{self.c.rel}: more than one lesson 04 {variant} {stage} {l2} row at B {B}, "
-                             f"{splits} splits")
-        r = self.by.get(key)
-        if r is None:
-            raise TableError(f"{self.c.rel}: no lesson 04 {variant} {stage} {l2} row at B {B}, {splits} splits "
-                             f"(it has other B {B} rows)")
-        if r.get("check") != "PASS":
-            raise TableError(f"{self.c.rel}: lesson 04 {variant} {stage} {l2} at B {B}, {splits} splits "
-                             f"({r['shape']}) has check '{r.get('check')}', not PASS")
-        return r
 
     def kinds(self, columns):
         """Each distinct combination of the values of `columns` among the rows, in row order."""
@@ -862,113 +859,101 @@ def l04_kib(nbytes):
     return f"{float(nbytes) / 1024:.1f}"
 
 
-@register("lesson04")
-def t_lesson04(ctx):
+@per_gpu("lesson04", "lesson04.csv")
+def t_lesson04(ctx, gpu, c):
     """Lesson 04 README: the segment sweep (lesson04.csv), B 16 then B 1, L2-cold medians: per
     segment count (splits 1, 2, 3 and each side of the powers of two from 16 to 1024), the scratch
     of pad_scratch and of the real count, the reduce alone and partition + reduce for pad_scratch,
     pow2_lanes and loop, and pad_scratch's total over pow2_lanes'."""
     parts = []
-    for gpu in ctx.data.gpus_or_error("lesson04.csv"):
-        c = ctx.data.get(gpu, "lesson04.csv")
-        l4 = Lesson04Csv(c)
-        kinds = "; ".join(f"{dt}, H {h} / Hkv {hkv}, D {d}, page {bs}, partition {ps}"
-                          for dt, h, hkv, d, bs, ps in l4.kinds(("dtype", "H", "Hkv", "D", "block_size",
-                                                                  "partition_size")))
-        have = l4.batches()
-        absent = [B for B in LESSON04_BATCHES if B not in have]
-        absent_line = (f" Not in this CSV: the B {' and B '.join(map(str, absent))} sweep." if absent else "")
+    l4 = Lesson04Csv(c)
+    kinds = "; ".join(f"{dt}, H {h} / Hkv {hkv}, D {d}, page {bs}, partition {ps}"
+                      for dt, h, hkv, d, bs, ps in l4.kinds(("dtype", "H", "Hkv", "D", "block_size",
+                                                              "partition_size")))
+    have = l4.batches()
+    absent = [B for B in LESSON04_BATCHES if B not in have]
+    absent_line = (f" Not in this CSV: the B {' and B '.join(map(str, absent))} sweep." if absent else "")
+    parts.append(
+        f"**{gpu_name(gpu)}**, data {ctx.link(c)}: {kinds}, ctx = partition x (splits - 1) + 1 (one "
+        f"token in the last segment). L2-cold medians, us: `reduce` is the reduce alone over a filled "
+        f"scratch (rotating copies of it), `total` is lesson 03's partition kernel followed by the reduce "
+        f"(rotating K/V copies). Scratch: `m`, `l` and `acc` for every entry; `pad_scratch` has next_pow2(splits) "
+        f"entries per head, the others splits.{absent_line}")
+    for B in LESSON04_BATCHES:
+        if B not in have:
+            continue
+        rows = []
+        for n in LESSON04_SPLITS:
+            red = {v: l4.row(v, B, n, "reduce") for v in LESSON04_FIXES}
+            tot = {v: l4.row(v, B, n, "total") for v in LESSON04_FIXES}
+            if red["loop"]["scratch_bytes"] != red["pow2_lanes"]["scratch_bytes"]:
+                raise TableError(f"{c.rel}: loop and pow2_lanes have different scratch_bytes at B {B}, "
+                                 f"{n} splits")
+            rows.append([str(n), tot["pow2_lanes"]["ctx"],
+                         f"{l04_kib(red['pad_scratch']['scratch_bytes'])} / "
+                         f"{l04_kib(red['pow2_lanes']['scratch_bytes'])}",
+                         " / ".join(us_ladder(red[v]["us_median"]) for v in LESSON04_FIXES),
+                         " / ".join(us_ladder(tot[v]["us_median"]) for v in LESSON04_FIXES),
+                         f"{float(tot['pad_scratch']['us_median']) / float(tot['pow2_lanes']['us_median']):.2f}"])
         parts.append(
-            f"**{gpu_name(gpu)}**, data {ctx.link(c)}: {kinds}, ctx = partition x (splits - 1) + 1 (one "
-            f"token in the last segment). L2-cold medians, us: `reduce` is the reduce alone over a filled "
-            f"scratch (rotating copies of it), `total` is lesson 03's partition kernel followed by the reduce "
-            f"(rotating K/V copies). Scratch: `m`, `l` and `acc` for every entry; `pad_scratch` has next_pow2(splits) "
-            f"entries per head, the others splits.{absent_line}")
-        for B in LESSON04_BATCHES:
-            if B not in have:
-                continue
-            rows = []
-            for n in LESSON04_SPLITS:
-                red = {v: l4.row(v, B, n, "reduce") for v in LESSON04_FIXES}
-                tot = {v: l4.row(v, B, n, "total") for v in LESSON04_FIXES}
-                if red["loop"]["scratch_bytes"] != red["pow2_lanes"]["scratch_bytes"]:
-                    raise TableError(f"{c.rel}: loop and pow2_lanes have different scratch_bytes at B {B}, "
-                                     f"{n} splits")
-                rows.append([str(n), tot["pow2_lanes"]["ctx"],
-                             f"{l04_kib(red['pad_scratch']['scratch_bytes'])} / "
-                             f"{l04_kib(red['pow2_lanes']['scratch_bytes'])}",
-                             " / ".join(us_ladder(red[v]["us_median"]) for v in LESSON04_FIXES),
-                             " / ".join(us_ladder(tot[v]["us_median"]) for v in LESSON04_FIXES),
-                             f"{float(tot['pad_scratch']['us_median']) / float(tot['pow2_lanes']['us_median']):.2f}"])
-            parts.append(
-                f"**B {B}**\n\n"
-                + table(["splits", "ctx", "scratch KiB pad / real", "reduce us pad / pow2 / loop",
-                         "total us pad / pow2 / loop", "pad / pow2 (total)"], rows, right={0, 1, 2, 3, 4, 5}))
+            f"**B {B}**\n\n"
+            + table(["splits", "ctx", "scratch KiB pad / real", "reduce us pad / pow2 / loop",
+                     "total us pad / pow2 / loop", "pad / pow2 (total)"], rows, right={0, 1, 2, 3, 4, 5}))
     return "\n\n".join(parts)
 
 
-LESSON04_PLAN_FIXED = ("split_pow2_128", "split_pow2_256", "split_pow2_512", "split_pow2_1024", "split_pow2_4096")
-LESSON04_PEERS = ("flashinfer_decode", "flashinfer_decode_tc")
 
 
-@register("lesson04_plans")
-def t_lesson04_plans(ctx):
+@per_gpu("lesson04_plans", "lesson04_plans.csv")
+def t_lesson04_plans(ctx, gpu, c):
     """Lesson 04 README: lesson 03's plans with pow2_lanes as the reduce (lesson04_plans.csv, the
     --plans run), L2-cold, on Table A, Table B and the long shapes: lesson 03's auto and this
     lesson's auto measured in one run, the best fixed partition size under pow2_lanes, and
     FlashInfer's faster decode from peers_flashinfer.csv (another run) where the GPU has one."""
-    parts = []
-    for gpu in ctx.data.gpus_or_error("lesson04_plans.csv"):
-        c = ctx.data.get(gpu, "lesson04_plans.csv")
-        peers = (ctx.data.get(gpu, "peers_flashinfer.csv") if (ctx.data.dir / gpu / "peers_flashinfer.csv").is_file()
-                 else None)
-        rows, right, near, counted_a = [], 0, 0, 0
-        shapes = TABLE_A + TABLE_B + LONG_SHAPES
-        for s in shapes:
-            l3, a = c.row("04", "lesson03_auto", s), c.row("04", "auto", s)
-            if not a.get("auto_pick"):
-                raise TableError(f"{c.rel}: the auto row of {s} has no auto_pick")
-            fixed = min((c.row("04", v, s) for v in LESSON04_PLAN_FIXED if c.find("04", v, s)),
-                        key=lambda r: float(r["us_median"]), default=None)
-            best = min([float(l3["us_median"]), float(a["us_median"])] + ([float(fixed["us_median"])] if fixed else []))
-            ok = float(a["us_median"]) <= 1.05 * best
-            right += ok
-            fi = None
-            if peers is not None:
-                have = [r for v in LESSON04_PEERS for r in [peers.find("peer", v, s)] if r]
-                fi = min(have, key=lambda r: float(r["us_median"]), default=None)
-            ratio_fi = float(a["us_median"]) / float(fi["us_median"]) if fi else None
-            if s in TABLE_A and ratio_fi is not None:
-                counted_a += 1
-                near += ratio_fi <= 1.10
-            rows.append([s, us2(l3["us_median"]), f"`{a['auto_pick']}`", us2(a["us_median"]), pct(a),
-                         f"{float(l3['us_median']) / float(a['us_median']):.2f}x",
-                         f"`{fixed['variant']}` {us2(fixed['us_median'])}" if fixed else "-",
-                         "+" if ok else "-", us2(fi["us_median"]) if fi else "-",
-                         f"{ratio_fi:.2f}" if ratio_fi is not None else "-"])
-        peer_note = (f"FlashInfer: the faster of `flashinfer_decode` and `flashinfer_decode_tc` in {ctx.link(peers)} "
-                     f"(its own run, same GPU kind); Table A shapes within 1.10x of it: {near} of {counted_a}."
-                     if peers is not None else "No FlashInfer measurement for this GPU.")
-        parts.append(
-            f"**{gpu_name(gpu)}**, data {ctx.link(c)} (streaming read {c.read_bw()}), one `--plans` run: L2-cold "
-            f"medians, us; fp16, D 128, block 16. `lesson03_auto` is lesson 03's `auto` as it is; `auto` is lesson 03's "
-            f"rule told that the reduce is parallel (no floor of 1/16 of the context, no 64-token partitions), "
-            f"unfused, with `pow2_lanes` launched as a programmatic dependent of the partitions; right (+) = "
-            f"`auto` within 5 % of the fastest of the run ({right} of {len(shapes)}). {peer_note}\n\n"
-            + table(["shape", "lesson 03 auto us", "auto runs", "auto us", "% read BW", "speedup",
-                     "best split_pow2 us", "right", "FlashInfer us", "auto / FlashInfer"], rows,
-                    right={1, 3, 4, 5, 8, 9}))
-    return "\n\n".join(parts)
+    peers = (ctx.data.get(gpu, "peers_flashinfer.csv") if (ctx.data.dir / gpu / "peers_flashinfer.csv").is_file()
+             else None)
+    rows, right, near, counted_a = [], 0, 0, 0
+    shapes = TABLE_A + TABLE_B + LONG_SHAPES
+    for s in shapes:
+        l3, a = c.row("04", "lesson03_auto", s), c.row("04", "auto", s)
+        if not a.get("auto_pick"):
+            raise TableError(f"{c.rel}: the auto row of {s} has no auto_pick")
+        fixed = min((c.row("04", v, s) for v in LESSON04_PLAN_FIXED if c.find("04", v, s)),
+                    key=lambda r: float(r["us_median"]), default=None)
+        best = min([float(l3["us_median"]), float(a["us_median"])] + ([float(fixed["us_median"])] if fixed else []))
+        ok = float(a["us_median"]) <= 1.05 * best
+        right += ok
+        fi = None
+        if peers is not None:
+            have = [r for v in LESSON04_PEERS for r in [peers.find("peer", v, s)] if r]
+            fi = min(have, key=lambda r: float(r["us_median"]), default=None)
+        ratio_fi = float(a["us_median"]) / float(fi["us_median"]) if fi else None
+        if s in TABLE_A and ratio_fi is not None:
+            counted_a += 1
+            near += ratio_fi <= 1.10
+        rows.append([s, us2(l3["us_median"]), f"`{a['auto_pick']}`", us2(a["us_median"]), pct(a),
+                     f"{float(l3['us_median']) / float(a['us_median']):.2f}x",
+                     f"`{fixed['variant']}` {us2(fixed['us_median'])}" if fixed else "-",
+                     "+" if ok else "-", us2(fi["us_median"]) if fi else "-",
+                     f"{ratio_fi:.2f}" if ratio_fi is not None else "-"])
+    peer_note = (f"FlashInfer: the faster of `flashinfer_decode` and `flashinfer_decode_tc` in {ctx.link(peers)} "
+                 f"(its own run, same GPU kind); Table A shapes within 1.10x of it: {near} of {counted_a}."
+                 if peers is not None else "No FlashInfer measurement for this GPU.")
+    return (
+        f"**{gpu_name(gpu)}**, data {ctx.link(c)} (streaming read {c.read_bw()}), one `--plans` run: L2-cold "
+        f"medians, us; fp16, D 128, block 16. `lesson03_auto` is lesson 03's `auto` as it is; `auto` is lesson 03's "
+        f"rule told that the reduce is parallel (no floor of 1/16 of the context, no 64-token partitions), "
+        f"unfused, with `pow2_lanes` launched as a programmatic dependent of the partitions; right (+) = "
+        f"`auto` within 5 % of the fastest of the run ({right} of {len(shapes)}). {peer_note}\n\n"
+        + table(["shape", "lesson 03 auto us", "auto runs", "auto us", "% read BW", "speedup",
+                 "best split_pow2 us", "right", "FlashInfer us", "auto / FlashInfer"], rows,
+                right={1, 3, 4, 5, 8, 9}))
 
 
 # ---------------------------------------------------------------------------------------
 # Lesson 05: the gated decode with sparse P compaction. Its CSV has one row per (variant,
 # shape, sigma), so rows are looked up with the gate's sigma as well.
 
-LESSON05_STEPS = ("dense", "zero_skip", "compact_atomic", "compact_ordered", "split_k_compact", "split_k_cluster")
-# the steps that compact
-LESSON05_COMPACTION = ("compact_atomic", "compact_ordered", "split_k_compact", "split_k_cluster")
-LESSON05_HOPPER = ("split_k_cluster",)  # runs on sm_90 only: a CSV of another GPU has no such rows
 # The H200 post's gains for the same ideas, as its text gives them.
 LESSON05_POST = {"zero_skip": f"+{POST_H200_SPARSE_GAIN['zero_skip']:.0f} %",
                  "compaction": f"~{POST_H200_SPARSE_GAIN['compaction']:.0f} %",
@@ -976,33 +961,19 @@ LESSON05_POST = {"zero_skip": f"+{POST_H200_SPARSE_GAIN['zero_skip']:.0f} %",
                             "compaction (some shapes)"}
 
 
-class Lesson05Csv:
+class Lesson05Csv(Keyed):
     """lesson05.csv's rows by (variant, shape, sigma, l2)."""
+    LESSON, KEY, NONE, EAGER_DUP = "05", ("variant", "shape", "sigma", "l2"), "rows", True
+    ROW, FAILED = "lesson 05 {variant} {l2} row on {shape} at sigma {sigma}", "lesson 05 {variant} on {shape} at sigma {sigma} ({l2})"
 
     def __init__(self, c):
-        self.c = c
-        self.by_key = {}
-        for r in c.rows:
-            if r.get("lesson") != "05":
-                continue
-            key = (r.get("variant"), r.get("shape"), r.get("sigma"), r.get("l2"))
-            if key in self.by_key:
-                raise TableError(f"{c.rel}: more than one lesson 05 {key[0]} {key[3]} row on {key[1]} at sigma {key[2]}")
-            self.by_key[key] = r
-        if not self.by_key:
-            raise TableError(f"{c.rel}: no lesson 05 rows")
-        have = {k[0] for k in self.by_key}
+        super().__init__(c)
         # the steps of this GPU's CSV: every one, less the sm_90 ones where none ran
-        self.steps = tuple(v for v in LESSON05_STEPS if v not in LESSON05_HOPPER or v in have)
+        self.steps = tuple(v for v in LESSON05_STEPS if v not in LESSON05_HOPPER or v in self.have)
         self.compaction = tuple(v for v in LESSON05_COMPACTION if v in self.steps)
 
     def row(self, variant, shape, sigma, l2="cold"):
-        r = self.by_key.get((variant, shape, sigma, l2))
-        if r is None:
-            raise TableError(f"{self.c.rel}: no lesson 05 {variant} {l2} row on {shape} at sigma {sigma}")
-        if r.get("check") != "PASS":
-            raise TableError(f"{self.c.rel}: lesson 05 {variant} on {shape} at sigma {sigma} ({l2}) has check "
-                             f"'{r.get('check')}', not PASS")
+        r = super().row(variant, shape, sigma, l2)
         for col in ("zero_share", "row_zero_share", "bytes_needed", "limit_speedup"):
             if not r.get(col):
                 raise TableError(f"{self.c.rel}: lesson 05 {variant} on {shape} at sigma {sigma} has no {col}")
@@ -1031,46 +1002,40 @@ class Lesson05Csv:
         return 100 * self.speedup(variant, shape, sigma) / float(self.row("dense", shape, sigma)["limit_speedup"])
 
 
-def l05_mib(nbytes):
-    return f"{float(nbytes) / 2**20:.1f}"
-
-
 def l05_intro(ctx, gpu, c):
     return (f"**{gpu_name(gpu)}**, data {ctx.link(c)} (streaming read {c.read_bw()}); bf16, H 8 / Hkv 4, D 128, "
             f"page 16, gamma 1; L2-cold medians, us.")
 
 
-@register("lesson05_table_c")
-def t_lesson05_table_c(ctx):
+@per_gpu("lesson05_table_c", "lesson05.csv")
+def t_lesson05_table_c(ctx, gpu, c):
     """Lesson 05 README: Table C (B 1/32/64/128 x ctx 256..2k) at sigma 0, 1.5 and 2.9, L2-cold: the
     zeros the gate left (per query head, per KV row), the byte model (MiB dense and needed, the
     limit), each step's time and its speedup over dense, and compact_ordered's share of the limit."""
     parts = []
-    for gpu in ctx.data.gpus_or_error("lesson05.csv"):
-        c = ctx.data.get(gpu, "lesson05.csv")
-        l5 = Lesson05Csv(c)
-        parts.append(l05_intro(ctx, gpu, c) + " zeros/head: share of p = 0 over every (sequence, query head, token); "
-                     "zeros/row: share of V rows no query head of the CTA uses; needed: all of K and the V rows some "
-                     "head uses (plus q, out, table); limit = dense MiB / needed MiB; gather: a kernel that reads every K "
-                     "and V row where the steps read it, in pages of 4 KiB, and does nothing else, timed the same way; "
-                     "needed gather: the same for every K row and only the V rows some head uses, 256 bytes each (the "
-                     "floor for a step that skips the zero rows); a step's time is followed by its speedup over "
-                     "`dense` (x); \"% lim\" = compact_ordered's speedup over the limit.")
-        for sigma in LESSON05_SIGMAS:
-            rows = []
-            for s in LESSON05_GRID:
-                d = l5.row("dense", s, sigma)
-                cells = [s, f"{100 * float(d['zero_share']):.1f}", f"{100 * float(d['row_zero_share']):.1f}",
-                         l05_mib(d["bytes"]), l05_mib(d["bytes_needed"]), f"{float(d['limit_speedup']):.2f}",
-                         us2(l5.gather_us(s, sigma)), us2(l5.gather_us(s, sigma, needed=True)),
-                         f"{us2(d['us_median'])} ({pct(d)})"]
-                for v in l5.steps[1:]:
-                    cells.append(f"{us2(l5.us(v, s, sigma))} ({l5.speedup(v, s, sigma):.2f}x)")
-                cells.append(f"{l5.pct_of_limit('compact_ordered', s, sigma):.0f}")
-                rows.append(cells)
-            head = (["shape", "zeros/head %", "zeros/row %", "MiB", "needed MiB", "limit", "gather", "needed gather",
-                     "dense (% BW)"] + list(l5.steps[1:]) + ["% lim"])
-            parts.append(f"**sigma {sigma}**\n\n" + table(head, rows, right=set(range(1, len(head)))))
+    l5 = Lesson05Csv(c)
+    parts.append(l05_intro(ctx, gpu, c) + " zeros/head: share of p = 0 over every (sequence, query head, token); "
+                 "zeros/row: share of V rows no query head of the CTA uses; needed: all of K and the V rows some "
+                 "head uses (plus q, out, table); limit = dense MiB / needed MiB; gather: a kernel that reads every K "
+                 "and V row where the steps read it, in pages of 4 KiB, and does nothing else, timed the same way; "
+                 "needed gather: the same for every K row and only the V rows some head uses, 256 bytes each (the "
+                 "floor for a step that skips the zero rows); a step's time is followed by its speedup over "
+                 "`dense` (x); \"% lim\" = compact_ordered's speedup over the limit.")
+    for sigma in LESSON05_SIGMAS:
+        rows = []
+        for s in LESSON05_GRID:
+            d = l5.row("dense", s, sigma)
+            cells = [s, f"{100 * float(d['zero_share']):.1f}", f"{100 * float(d['row_zero_share']):.1f}",
+                     mib(d["bytes"], 1), mib(d["bytes_needed"], 1), f"{float(d['limit_speedup']):.2f}",
+                     us2(l5.gather_us(s, sigma)), us2(l5.gather_us(s, sigma, needed=True)),
+                     f"{us2(d['us_median'])} ({pct(d)})"]
+            for v in l5.steps[1:]:
+                cells.append(f"{us2(l5.us(v, s, sigma))} ({l5.speedup(v, s, sigma):.2f}x)")
+            cells.append(f"{l5.pct_of_limit('compact_ordered', s, sigma):.0f}")
+            rows.append(cells)
+        head = (["shape", "zeros/head %", "zeros/row %", "MiB", "needed MiB", "limit", "gather", "needed gather",
+                 "dense (% BW)"] + list(l5.steps[1:]) + ["% lim"])
+        parts.append(f"**sigma {sigma}**\n\n" + table(head, rows, right=set(range(1, len(head)))))
     return "\n\n".join(parts)
 
 
@@ -1125,144 +1090,102 @@ def l05_big(d):
     return int(d["B"]) * int(d["ctx"]) * int(d["Hkv"]) * int(d["D"]) * 4 >= 64 * 2**20
 
 
-@register("lesson05_floors")
-def t_lesson05_floors(ctx):
+@per_gpu("lesson05_floors", "lesson05.csv")
+def t_lesson05_floors(ctx, gpu, c):
     """Lesson 05 README: each shape of 64 MiB or more against its gathers, at sigma 1.5 and 2.9: dense
     over the gather of every row, the fastest compaction step over the gather of the needed rows, and
     what the targets ask over that same gather (1.25x over dense on the two target shapes at sigma
     1.5; 80 % of the limit everywhere)."""
-    parts = []
-    for gpu in ctx.data.gpus_or_error("lesson05.csv"):
-        c = ctx.data.get(gpu, "lesson05.csv")
-        l5 = Lesson05Csv(c)
-        rows = []
-        for sigma in ("1.5", "2.9"):
-            for s in LESSON05_GRID:
-                d = l5.row("dense", s, sigma)
-                if not l05_big(d):
-                    continue
-                dense, gather, needed = float(d["us_median"]), l5.gather_us(s, sigma), l5.gather_us(s, sigma, True)
-                best, v = l5.fastest_compaction(s, sigma)
-                at_80 = dense / (0.8 * float(d["limit_speedup"]))
-                asked = [f"80 % of the limit: {at_80:.1f} us ({at_80 / needed:.2f}x)"]
-                if sigma == "1.5" and s in ("h8kv4-B32-ctx1k", "h8kv4-B64-ctx512"):
-                    asked.append(f"1.25x: {dense / 1.25:.1f} us ({dense / 1.25 / needed:.2f}x)")
-                rows.append([s, sigma, us2(dense), us2(gather), f"{dense / gather:.2f}x", f"`{v}` {us2(best)}",
-                             us2(needed), f"{best / needed:.2f}x", "; ".join(asked)])
-        parts.append(l05_intro(ctx, gpu, c) + " Each time over its gather (the same rows read where the steps "
-                     "read them, nothing else, timed the same way): dense over the gather of every row, the fastest "
-                     "compaction step over the gather of the needed rows; the last column gives what a target asks, "
-                     "as a time and over the needed gather.\n\n"
-                     + table(["shape", "sigma", "dense", "gather", "dense / gather", "fastest compaction",
-                              "needed gather", "compaction / needed gather", "asked"], rows,
-                             right={2, 3, 4, 5, 6, 7}))
-    return "\n\n".join(parts)
+    l5 = Lesson05Csv(c)
+    rows = []
+    for sigma in ("1.5", "2.9"):
+        for s in LESSON05_GRID:
+            d = l5.row("dense", s, sigma)
+            if not l05_big(d):
+                continue
+            dense, gather, needed = float(d["us_median"]), l5.gather_us(s, sigma), l5.gather_us(s, sigma, True)
+            best, v = l5.fastest_compaction(s, sigma)
+            at_80 = dense / (0.8 * float(d["limit_speedup"]))
+            asked = [f"80 % of the limit: {at_80:.1f} us ({at_80 / needed:.2f}x)"]
+            if sigma == "1.5" and s in ("h8kv4-B32-ctx1k", "h8kv4-B64-ctx512"):
+                asked.append(f"1.25x: {dense / 1.25:.1f} us ({dense / 1.25 / needed:.2f}x)")
+            rows.append([s, sigma, us2(dense), us2(gather), f"{dense / gather:.2f}x", f"`{v}` {us2(best)}",
+                         us2(needed), f"{best / needed:.2f}x", "; ".join(asked)])
+    return (l05_intro(ctx, gpu, c) + " Each time over its gather (the same rows read where the steps "
+            "read them, nothing else, timed the same way): dense over the gather of every row, the fastest "
+            "compaction step over the gather of the needed rows; the last column gives what a target asks, "
+            "as a time and over the needed gather.\n\n"
+            + table(["shape", "sigma", "dense", "gather", "dense / gather", "fastest compaction",
+                     "needed gather", "compaction / needed gather", "asked"], rows,
+                    right={2, 3, 4, 5, 6, 7}))
 
 
-@register("lesson05_targets")
-def t_lesson05_targets(ctx):
+@per_gpu("lesson05_targets", "lesson05.csv")
+def t_lesson05_targets(ctx, gpu, c):
     """Lesson 05 README: the lesson's targets (dense bandwidth, compaction speedups, share of the
     byte model's limit, ordered against atomic, split-k against single pass), each with what was
     measured and whether it was met."""
-    parts = []
-    for gpu in ctx.data.gpus_or_error("lesson05.csv"):
-        c = ctx.data.get(gpu, "lesson05.csv")
-        rows = [[t, m, "met" if ok else "**missed**"] for t, m, ok in l05_targets(Lesson05Csv(c))]
-        parts.append(l05_intro(ctx, gpu, c) + "\n\n" + table(["target", "measured", ""], rows))
-    return "\n\n".join(parts)
+    rows = [[t, m, "met" if ok else "**missed**"] for t, m, ok in l05_targets(Lesson05Csv(c))]
+    return (l05_intro(ctx, gpu, c) + "\n\n" + table(["target", "measured", ""], rows))
 
 
-@register("lesson05_posts")
-def t_lesson05_posts(ctx):
+@per_gpu("lesson05_posts", "lesson05.csv")
+def t_lesson05_posts(ctx, gpu, c):
     """Lesson 05 README: the H200 post's gains for zero-skip, compaction and compaction inside split-k
     beside ours at sigma 1.5 (about the post's 70 % zeros): the median and the range over Table C,
     and split-k's gain over single-pass compaction where it helps most."""
-    parts = []
-    for gpu in ctx.data.gpus_or_error("lesson05.csv"):
-        c = ctx.data.get(gpu, "lesson05.csv")
-        l5 = Lesson05Csv(c)
+    l5 = Lesson05Csv(c)
 
-        def spread(values):
-            v = sorted(values)
-            return f"{100 * (statistics.median(v) - 1):+.0f} % (median; {100 * (v[0] - 1):+.0f} to {100 * (v[-1] - 1):+.0f} %)"
+    def spread(values):
+        v = sorted(values)
+        return f"{100 * (statistics.median(v) - 1):+.0f} % (median; {100 * (v[0] - 1):+.0f} to {100 * (v[-1] - 1):+.0f} %)"
 
-        zs = [l5.speedup("zero_skip", s, "1.5") for s in LESSON05_GRID]
-        co = [l5.speedup("compact_ordered", s, "1.5") for s in LESSON05_GRID]
-        best_co = max(LESSON05_GRID, key=lambda s: l5.speedup("compact_ordered", s, "1.5"))
-        best = max(LESSON05_GRID, key=lambda s: l5.speedup("split_k_compact", s, "1.5"))
-        lim = [float(l5.row("dense", s, "1.5")["limit_speedup"]) for s in LESSON05_GRID]
-        by_sigma = " / ".join(f"{l5.speedup('split_k_compact', best, sg):.2f}x" for sg in LESSON05_SIGMAS)
-        over_sp = " / ".join(f"{l5.speedup('split_k_compact', best, sg, over='compact_ordered'):.2f}x"
-                             for sg in LESSON05_SIGMAS)
-        rows = [
-            ["zero-skip over dense", LESSON05_POST["zero_skip"], spread(zs)],
-            ["compaction over dense", LESSON05_POST["compaction"],
-             f"{spread(co)}; best {100 * (l5.speedup('compact_ordered', best_co, '1.5') - 1):+.0f} % ({best_co})"],
-            ["the byte model's limit for any V-row skipping", "",
-             f"{min(lim):.2f}x to {max(lim):.2f}x ({100 * (min(lim) - 1):+.0f} to {100 * (max(lim) - 1):+.0f} %)"],
-            ["compaction inside split-k (here: over dense)", LESSON05_POST["split_k"],
-             f"{100 * (l5.speedup('split_k_compact', best, '1.5') - 1):+.0f} % at most ({best}); "
-             f"{spread([l5.speedup('split_k_compact', s, '1.5') for s in LESSON05_GRID])}"],
-            [f"split-k on {best}, sigma 0 / 1.5 / 2.9: over dense; over single-pass compaction", "",
-             f"{by_sigma}; {over_sp}"],
-        ]
-        parts.append(l05_intro(ctx, gpu, c) + " Ours at sigma 1.5 over the 16 shapes of Table C; the post's as "
-                     "published, on its own kernels and serving shapes, set beside ours, not measured here.\n\n"
-                     + table(["what", "H200 post", "here"], rows))
-    return "\n\n".join(parts)
+    zs = [l5.speedup("zero_skip", s, "1.5") for s in LESSON05_GRID]
+    co = [l5.speedup("compact_ordered", s, "1.5") for s in LESSON05_GRID]
+    best_co = max(LESSON05_GRID, key=lambda s: l5.speedup("compact_ordered", s, "1.5"))
+    best = max(LESSON05_GRID, key=lambda s: l5.speedup("split_k_compact", s, "1.5"))
+    lim = [float(l5.row("dense", s, "1.5")["limit_speedup"]) for s in LESSON05_GRID]
+    by_sigma = " / ".join(f"{l5.speedup('split_k_compact', best, sg):.2f}x" for sg in LESSON05_SIGMAS)
+    over_sp = " / ".join(f"{l5.speedup('split_k_compact', best, sg, over='compact_ordered'):.2f}x"
+                         for sg in LESSON05_SIGMAS)
+    rows = [
+        ["zero-skip over dense", LESSON05_POST["zero_skip"], spread(zs)],
+        ["compaction over dense", LESSON05_POST["compaction"],
+         f"{spread(co)}; best {100 * (l5.speedup('compact_ordered', best_co, '1.5') - 1):+.0f} % ({best_co})"],
+        ["the byte model's limit for any V-row skipping", "",
+         f"{min(lim):.2f}x to {max(lim):.2f}x ({100 * (min(lim) - 1):+.0f} to {100 * (max(lim) - 1):+.0f} %)"],
+        ["compaction inside split-k (here: over dense)", LESSON05_POST["split_k"],
+         f"{100 * (l5.speedup('split_k_compact', best, '1.5') - 1):+.0f} % at most ({best}); "
+         f"{spread([l5.speedup('split_k_compact', s, '1.5') for s in LESSON05_GRID])}"],
+        [f"split-k on {best}, sigma 0 / 1.5 / 2.9: over dense; over single-pass compaction", "",
+         f"{by_sigma}; {over_sp}"],
+    ]
+    return (l05_intro(ctx, gpu, c) + " Ours at sigma 1.5 over the 16 shapes of Table C; the post's as "
+            "published, on its own kernels and serving shapes, set beside ours, not measured here.\n\n"
+            + table(["what", "H200 post", "here"], rows))
 
 
 # ---------------------------------------------------------------------------------------
 # Lesson 06: causal prefill on tensor cores. Its CSV has one row per (variant, shape, prefix,
 # l2): the same shape name runs with prefixes 0 and 1024, so rows are looked up with the prefix.
 
-LESSON06_METHODS = ("as_decode", "mma_sync", "wgmma", "wgmma_ws")
-LESSON06_POLICIES = ("softmax", "gate")
-LESSON06_HOPPER = ("wgmma", "wgmma_ws")  # built for sm_90a only: a CSV of another GPU has no such rows
-# The H200 post's prefill kernels (plots/catalog.py) beside the lesson 06 variant that does the same
-# thing, and ("-") the step of ours the post has no kernel for.
-LESSON06_POST_OURS = {"mma_sync": "mma_sync_gate", "wgmma_first": "wgmma_gate", "wgmma_fragment": "wgmma_gate",
-                      "fa3": "wgmma_ws_softmax"}
+# The H200 post's prefill kernels beside ours (kernel, published us, our variant), and ("-") the
+# step of ours the post has no kernel for.
 LESSON06_POST = [(name, us, LESSON06_POST_OURS[k]) for k, name, _, us in POST_H200_PREFILL_US]
 LESSON06_POST.insert(3, ("-", None, "wgmma_ws_gate"))
 
 
-class Lesson06Csv:
+class Lesson06Csv(Keyed):
     """lesson06.csv's rows by (variant, shape, prefix, l2)."""
-
-    def __init__(self, c):
-        self.c = c
-        self.by_key = {}
-        for r in c.rows:
-            if r.get("lesson") != "06":
-                continue
-            key = (r.get("variant"), r.get("shape"), r.get("prefix"), r.get("l2"))
-            if key in self.by_key:
-                raise TableError(f"{c.rel}: more than one lesson 06 {key[0]} {key[3]} row on {key[1]} prefix {key[2]}")
-            self.by_key[key] = r
-        if not self.by_key:
-            raise TableError(f"{c.rel}: no lesson 06 rows")
-        self.variants = {k[0] for k in self.by_key}
-
-    def find(self, variant, shape, prefix, l2="cold"):
-        r = self.by_key.get((variant, shape, prefix, l2))
-        if r is not None and r.get("check") != "PASS":
-            raise TableError(f"{self.c.rel}: lesson 06 {variant} on {shape} prefix {prefix} ({l2}) has check "
-                             f"'{r.get('check')}', not PASS")
-        return r
-
-    def row(self, variant, shape, prefix, l2="cold"):
-        r = self.find(variant, shape, prefix, l2)
-        if r is None:
-            raise TableError(f"{self.c.rel}: no lesson 06 {variant} {l2} row on {shape} prefix {prefix}")
-        return r
+    LESSON, KEY, NONE, EAGER_DUP = "06", ("variant", "shape", "prefix", "l2"), "rows", True
+    ROW, FAILED = "lesson 06 {variant} {l2} row on {shape} prefix {prefix}", "lesson 06 {variant} on {shape} prefix {prefix} ({l2})"
 
     def us(self, variant, shape, prefix, l2="cold"):
         return float(self.row(variant, shape, prefix, l2)["us_median"])
 
     def methods(self, policy):
         """The methods with rows for this policy, in ladder order; the ones absent are named apart."""
-        have = [m for m in LESSON06_METHODS if f"{m}_{policy}" in self.variants]
+        have = [m for m in LESSON06_METHODS if f"{m}_{policy}" in self.have]
         return have, [m for m in LESSON06_METHODS if m not in have]
 
     def gemm_tflops(self):
@@ -1290,55 +1213,47 @@ def l06_absent(l6):
     return f" Not in this CSV ({why}): {', '.join(f'`{v}`' for v in missing)}."
 
 
-@register("lesson06")
-def t_lesson06(ctx):
+@per_gpu("lesson06", "lesson06.csv")
+def t_lesson06(ctx, gpu, c):
     """Lesson 06 README: the prefill ladder (lesson06.csv), per shape, prefix and policy: each step's
     L2-cold median us and TFLOPS (causal FLOPs), and the last step's % of the measured GEMM rate."""
-    parts = []
-    for gpu in ctx.data.gpus_or_error("lesson06.csv"):
-        c = ctx.data.get(gpu, "lesson06.csv")
-        l6 = Lesson06Csv(c)
-        rows = []
-        for shape, prefix in LESSON06_SHAPES:
-            for policy in LESSON06_POLICIES:
-                methods, _ = l6.methods(policy)
-                cells = []
-                for m in LESSON06_METHODS:
-                    cells.append(l06_cell(l6.row(f"{m}_{policy}", shape, prefix)) if m in methods else "-")
-                best = methods[-1]
-                last = l6.row(f"{best}_{policy}", shape, prefix)
-                rows.append([shape, prefix, policy, *cells, f"{float(last['pct_mma_peak']):.1f}",
-                             last.get("ctas", "")])
-        for i in range(len(rows) - 1, 0, -1):  # name each shape and prefix once
-            if rows[i][:2] == rows[i - 1][:2]:
-                rows[i][0] = rows[i][1] = ""
-        parts.append(
-            f"**{gpu_name(gpu)}**, data {ctx.link(c)} (dense bf16 GEMM through cuBLAS measured in the same run: "
-            f"{l6.gemm_tflops()} TFLOPS). Each cell: L2-cold median us (TFLOPS, causal FLOPs "
-            f"4 D H pairs). bf16, D 128, pages of 16; the gate at sigma 1.5.{l06_absent(l6)}\n\n"
-            + table(["shape", "prefix", "policy", *[f"`{m}`" for m in LESSON06_METHODS],
-                     "last step, % of GEMM", "its CTAs"], rows, right=set(range(3, 9))))
-    return "\n\n".join(parts)
+    l6 = Lesson06Csv(c)
+    rows = []
+    for shape, prefix in LESSON06_SHAPES:
+        for policy in LESSON06_POLICIES:
+            methods, _ = l6.methods(policy)
+            cells = []
+            for m in LESSON06_METHODS:
+                cells.append(l06_cell(l6.row(f"{m}_{policy}", shape, prefix)) if m in methods else "-")
+            best = methods[-1]
+            last = l6.row(f"{best}_{policy}", shape, prefix)
+            rows.append([shape, prefix, policy, *cells, f"{float(last['pct_mma_peak']):.1f}",
+                         last.get("ctas", "")])
+    for i in range(len(rows) - 1, 0, -1):  # name each shape and prefix once
+        if rows[i][:2] == rows[i - 1][:2]:
+            rows[i][0] = rows[i][1] = ""
+    return (
+        f"**{gpu_name(gpu)}**, data {ctx.link(c)} (dense bf16 GEMM through cuBLAS measured in the same run: "
+        f"{l6.gemm_tflops()} TFLOPS). Each cell: L2-cold median us (TFLOPS, causal FLOPs "
+        f"4 D H pairs). bf16, D 128, pages of 16; the gate at sigma 1.5.{l06_absent(l6)}\n\n"
+        + table(["shape", "prefix", "policy", *[f"`{m}`" for m in LESSON06_METHODS],
+                 "last step, % of GEMM", "its CTAs"], rows, right=set(range(3, 9))))
 
 
-@register("lesson06_post")
-def t_lesson06_post(ctx):
+@per_gpu("lesson06_post", "lesson06.csv")
+def t_lesson06_post(ctx, gpu, c):
     """Lesson 06 README: the H200 post's prefill kernels at B32-T256-H8-Hkv4 (published us) beside the
     lesson's variant that does the same thing, L2-hot and L2-cold medians (lesson06.csv)."""
-    parts = []
-    for gpu in ctx.data.gpus_or_error("lesson06.csv"):
-        c = ctx.data.get(gpu, "lesson06.csv")
-        l6 = Lesson06Csv(c)
-        rows = []
-        for kernel, post_us, ours in LESSON06_POST:
-            r_hot, r_cold = l6.find(ours, POST_H200_PREFILL_SHAPE, "0", "hot"), l6.find(ours, POST_H200_PREFILL_SHAPE, "0")
-            rows.append([kernel, f"{post_us}" if post_us else "-", f"`{ours}`",
-                         us1(r_hot["us_median"]) if r_hot else "-", us1(r_cold["us_median"]) if r_cold else "-"])
-        parts.append(f"**{gpu_name(gpu)}**, data {ctx.link(c)}. B32-T256-H8-Hkv4, prefix 0, bf16; the post's "
-                     f"kernels on an H200, ours on this GPU.\n\n"
-                     + table(["the post's kernel", "post, us", "lesson 06", "hot us", "cold us"], rows,
-                             right={1, 3, 4}))
-    return "\n\n".join(parts)
+    l6 = Lesson06Csv(c)
+    rows = []
+    for kernel, post_us, ours in LESSON06_POST:
+        r_hot, r_cold = l6.find(ours, POST_H200_PREFILL_SHAPE, "0", "hot"), l6.find(ours, POST_H200_PREFILL_SHAPE, "0")
+        rows.append([kernel, f"{post_us}" if post_us else "-", f"`{ours}`",
+                     us1(r_hot["us_median"]) if r_hot else "-", us1(r_cold["us_median"]) if r_cold else "-"])
+    return (f"**{gpu_name(gpu)}**, data {ctx.link(c)}. B32-T256-H8-Hkv4, prefix 0, bf16; the post's "
+            f"kernels on an H200, ours on this GPU.\n\n"
+            + table(["the post's kernel", "post, us", "lesson 06", "hot us", "cold us"], rows,
+                    right={1, 3, 4}))
 
 
 # ---------------------------------------------------------------------------------------
@@ -1346,56 +1261,19 @@ def t_lesson06_post(ctx):
 # looked up with the stage as well; its percentages are of the measured copy bandwidth
 # (`pct_copy_bw`), not of the read bandwidth.
 
-LESSON07_PER_TOKEN_MAX = 4096  # lesson07_kv_staging runs per_token up to this many tokens (kPerTokenMaxTokens)
-LESSON07_STAGES = ("gather", "transfer", "scatter", "total")
-# Variants as the tables list them: the one-GPU ones every run has, then the two-GPU ones
-# (prefill ranks on GPU 0, decode ranks on GPU 1), which a run with one GPU cannot make.
-LESSON07_ONE_GPU = ("per_layer", "staged")
-LESSON07_TWO_GPU = ("staged_peer", "staged_nccl")
-LESSON07_NEEDS = {"memcpy_peer": "two GPUs", "staged_peer": "two GPUs",
-                  "staged_nccl": "two GPUs and a build with NCCL"}
 
 
 def l07_shape(tokens, pair):
     return f"T{tokens}-L{LESSON07_LAYERS}-{pair}"
 
 
-class Lesson07Csv:
+class Lesson07Csv(Keyed):
     """lesson07.csv's rows by (variant, shape, stage)."""
-
-    def __init__(self, c):
-        self.c = c
-        rows = [r for r in c.rows if r.get("lesson") == "07"]
-        if not rows:
-            raise TableError(f"{c.rel}: no lesson 07 rows")
-        for col in ("stage", "copies", "pct_copy_bw", "gpus"):
-            if col not in rows[0]:
-                raise TableError(f"{c.rel}: no column '{col}'")
-        self.by, self.dup = {}, set()
-        for r in rows:
-            key = (r["variant"], r["shape"], r["stage"])
-            if key in self.by:
-                self.dup.add(key)
-            self.by[key] = r
-        self.variants = {r["variant"] for r in rows}
-
-    def find(self, variant, shape, stage):
-        key = (variant, shape, stage)
-        if key in self.dup:
-            raise TableError(f"{self.c.rel}: more than one lesson 07 {variant} {stage} row on {shape}")
-        r = self.by.get(key)
-        if r is not None and r.get("check") != "PASS":
-            raise TableError(f"{self.c.rel}: lesson 07 {variant} {stage} on {shape} has check '{r.get('check')}', not PASS")
-        return r
-
-    def row(self, variant, shape, stage):
-        r = self.find(variant, shape, stage)
-        if r is None:
-            raise TableError(f"{self.c.rel}: no lesson 07 {variant} {stage} row on {shape}")
-        return r
+    LESSON, KEY, NONE, NEED = "07", ("variant", "shape", "stage"), "rows", ("stage", "copies", "pct_copy_bw", "gpus")
+    ROW, FAILED = "lesson 07 {variant} {stage} row on {shape}", "lesson 07 {variant} {stage} on {shape}"
 
     def has(self, variant):
-        return variant in self.variants
+        return variant in self.have
 
     def per_token_tokens(self):
         """Token counts with a per_token row: every one up to LESSON07_PER_TOKEN_MAX must have it."""
@@ -1415,32 +1293,17 @@ class Lesson07Csv:
     def bandwidth(self, peer):
         """The run's copy bandwidth (peer: GPU 0 -> GPU 1), GB/s as text, bracketed from each row's
         bytes / us_median over its pct_copy_bw (printed to 0.1), as Csv.read_bw does."""
-        lo, hi = 0.0, math.inf
-        for r in self.by.values():
-            if (r.get("gpus") == "2" and r.get("stage") == "transfer") != peer:
-                continue
-            try:
-                nbytes, us, p = float(r["bytes"]), float(r["us_median"]), float(r["pct_copy_bw"])
-            except (KeyError, TypeError, ValueError):
-                continue
-            if p <= 0.05 or us <= 0.0005:
-                continue
-            lo = max(lo, nbytes / (us + 0.0005) / 1e3 * 100 / (p + 0.05))
-            hi = min(hi, nbytes / (us - 0.0005) / 1e3 * 100 / (p - 0.05))
-        what = "peer" if peer else "copy"
-        if lo == 0 or hi == math.inf or hi < lo:
-            raise TableError(f"{self.c.rel}: its bytes, us_median and pct_copy_bw do not give one {what} bandwidth")
-        a, b = math.ceil(lo), math.floor(hi)
-        return f"{round((lo + hi) / 2)} GB/s" if a >= b else f"{a} to {b} GB/s"
+        bw = bracket([r for r in self.by_key.values() if (r.get("gpus") == "2" and r.get("stage") == "transfer") == peer],
+                     "pct_copy_bw", 0.05)
+        if bw is None:
+            raise TableError(f"{self.c.rel}: its bytes, us_median and pct_copy_bw do not give one "
+                             f"{'peer' if peer else 'copy'} bandwidth")
+        return bw
 
 
 def l07_cell(r):
     """'2072.2 (97.4)': median us and % of the copy bandwidth."""
     return f"{l07_us(r['us_median'])} ({float(r['pct_copy_bw']):.1f})"
-
-
-def l07_mib(nbytes):
-    return f"{float(nbytes) / 1048576:.0f}"
 
 
 def l07_us(x):
@@ -1454,7 +1317,7 @@ def l07_absent_line(l7, absent):
     if not absent:
         return ""
     names = ", ".join(f"`{v}` (needs {LESSON07_NEEDS[v]})" for v in absent)
-    one_gpu = all(r.get("gpus") == "1" for r in l7.by.values())
+    one_gpu = all(r.get("gpus") == "1" for r in l7.by_key.values())
     why = "every row of this run has `gpus` 1" if one_gpu else "this run did not make them"
     return f" Not in this CSV ({why}): {names}."
 
@@ -1469,176 +1332,152 @@ def l07_intro(ctx, gpu, l7, c):
             f"page 16, {LESSON07_LAYERS} layers.{l07_absent_line(l7, absent)}")
 
 
-@register("lesson07")
-def t_lesson07(ctx):
+@per_gpu("lesson07", "lesson07.csv")
+def t_lesson07(ctx, gpu, c):
     """Lesson 07 README: the KV hand-off (lesson07.csv). Per TP pair at the largest token count: each
     variant's copy calls and time per stage (gather / transfer / scatter / total) with % of the measured
     copy bandwidth, and the memcpy ceiling; then, at every token count, the totals of every variant.
     Two-GPU rows (staged_peer, staged_nccl, memcpy_peer) where the CSV has them, else named in a line."""
     parts = []
-    for gpu in ctx.data.gpus_or_error("lesson07.csv"):
-        c = ctx.data.get(gpu, "lesson07.csv")
-        l7 = Lesson07Csv(c)
-        present, _ = l7.two_gpu()
-        pt_tokens = l7.per_token_tokens()
-        variants = list(LESSON07_ONE_GPU) + [v for v in LESSON07_TWO_GPU if v in present]
-        big = LESSON07_TOKENS[-1]
+    l7 = Lesson07Csv(c)
+    present, _ = l7.two_gpu()
+    pt_tokens = l7.per_token_tokens()
+    variants = list(LESSON07_ONE_GPU) + [v for v in LESSON07_TWO_GPU if v in present]
+    big = LESSON07_TOKENS[-1]
 
-        # 1. every stage, at the largest token count
-        rows = []
-        for pair, what in LESSON07_PAIRS:
-            s = l07_shape(big, pair)
+    # 1. every stage, at the largest token count
+    rows = []
+    for pair, what in LESSON07_PAIRS:
+        s = l07_shape(big, pair)
+        m = l7.row("memcpy", s, "transfer")
+        label = f"{what} (S = {mib(float(m['bytes']) / 2)} MiB)"
+        rows.append([label, "`memcpy` of S", "1", "", l07_cell(m), "", "", f"{float(m['gbps']):.0f}"])
+        if "memcpy_peer" in present:
+            mp = l7.row("memcpy_peer", s, "transfer")
+            rows.append([label, "`memcpy_peer` of S", "1", "", l07_cell(mp), "", "", f"{float(mp['gbps']):.0f}"])
+        if big in pt_tokens:
+            pt = l7.row("per_token", s, "total")
+            rows.append([label, "`per_token`", f"{int(pt['copies']):,}", "", "", "", l07_cell(pt),
+                         f"{float(pt['gbps']):.1f}"])
+        for v in variants:
+            st = {k: l7.row(v, s, k) for k in LESSON07_STAGES}
+            calls = " + ".join(st[k]["copies"] for k in LESSON07_STAGES[:3])
+            rows.append([label, f"`{v}`", calls] + [l07_cell(st[k]) for k in LESSON07_STAGES]
+                        + [f"{float(st['total']['gbps']):.0f}"])
+    for i in range(len(rows) - 1, 0, -1):  # name each TP pair once
+        if rows[i][0] == rows[i - 1][0]:
+            rows[i][0] = ""
+    peer_note = (" On the two-GPU rows, `transfer` and `memcpy_peer` are against the peer copy; their "
+                 "gather, scatter and total against the device-to-device copy." if present else "")
+    parts.append(
+        l07_intro(ctx, gpu, l7, c) + "\n\n"
+        + f"**Every stage at {big} tokens.** Each cell: median us (% of the measured copy bandwidth). A "
+        f"stage moves the hand-off's S bytes once (2S read + written); `total` runs the three stages "
+        f"in a row (6S); `per_token` moves S once, pool to pool (2S). Copy calls: launches or copies "
+        f"of gather + transfer + scatter.{peer_note}\n\n"
+        + table(["TP pair", "variant", "copy calls", "gather", "transfer", "scatter", "total", "GB/s"], rows,
+                right={2, 3, 4, 5, 6, 7}))
+
+    # 2. totals at every token count
+    head = ["shape", "S, MiB", "`memcpy` of S, us", "`per_token` us"] + [f"`{v}` total" for v in variants] \
+        + ["`staged` % copy BW: gather / transfer / scatter", "copy calls: " + " / ".join(
+            ["`per_token`"] + [f"`{v}`" for v in variants])]
+    rows = []
+    for t in LESSON07_TOKENS:
+        for pair, _ in LESSON07_PAIRS:
+            s = l07_shape(t, pair)
             m = l7.row("memcpy", s, "transfer")
-            label = f"{what} (S = {l07_mib(float(m['bytes']) / 2)} MiB)"
-            rows.append([label, "`memcpy` of S", "1", "", l07_cell(m), "", "", f"{float(m['gbps']):.0f}"])
-            if "memcpy_peer" in present:
-                mp = l7.row("memcpy_peer", s, "transfer")
-                rows.append([label, "`memcpy_peer` of S", "1", "", l07_cell(mp), "", "", f"{float(mp['gbps']):.0f}"])
-            if big in pt_tokens:
-                pt = l7.row("per_token", s, "total")
-                rows.append([label, "`per_token`", f"{int(pt['copies']):,}", "", "", "", l07_cell(pt),
-                             f"{float(pt['gbps']):.1f}"])
-            for v in variants:
-                st = {k: l7.row(v, s, k) for k in LESSON07_STAGES}
-                calls = " + ".join(st[k]["copies"] for k in LESSON07_STAGES[:3])
-                rows.append([label, f"`{v}`", calls] + [l07_cell(st[k]) for k in LESSON07_STAGES]
-                            + [f"{float(st['total']['gbps']):.0f}"])
-        for i in range(len(rows) - 1, 0, -1):  # name each TP pair once
-            if rows[i][0] == rows[i - 1][0]:
-                rows[i][0] = ""
-        peer_note = (" On the two-GPU rows, `transfer` and `memcpy_peer` are against the peer copy; their "
-                     "gather, scatter and total against the device-to-device copy." if present else "")
-        parts.append(
-            l07_intro(ctx, gpu, l7, c) + "\n\n"
-            + f"**Every stage at {big} tokens.** Each cell: median us (% of the measured copy bandwidth). A "
-            f"stage moves the hand-off's S bytes once (2S read + written); `total` runs the three stages "
-            f"in a row (6S); `per_token` moves S once, pool to pool (2S). Copy calls: launches or copies "
-            f"of gather + transfer + scatter.{peer_note}\n\n"
-            + table(["TP pair", "variant", "copy calls", "gather", "transfer", "scatter", "total", "GB/s"], rows,
-                    right={2, 3, 4, 5, 6, 7}))
-
-        # 2. totals at every token count
-        head = ["shape", "S, MiB", "`memcpy` of S, us", "`per_token` us"] + [f"`{v}` total" for v in variants] \
-            + ["`staged` % copy BW: gather / transfer / scatter", "copy calls: " + " / ".join(
-                ["`per_token`"] + [f"`{v}`" for v in variants])]
-        rows = []
-        for t in LESSON07_TOKENS:
-            for pair, _ in LESSON07_PAIRS:
-                s = l07_shape(t, pair)
-                m = l7.row("memcpy", s, "transfer")
-                pt = l7.row("per_token", s, "total") if t in pt_tokens else None
-                tot = [l7.row(v, s, "total") for v in variants]
-                stg = [l7.row("staged", s, k) for k in LESSON07_STAGES[:3]]
-                rows.append([s, l07_mib(float(m["bytes"]) / 2), us1(m["us_median"]),
-                             l07_us(pt["us_median"]) if pt else "-"] + [l07_cell(r) for r in tot]
-                            + [" / ".join(f"{float(r['pct_copy_bw']):.1f}" for r in stg),
-                               " / ".join([f"{int(pt['copies']):,}" if pt else "-"] + [r["copies"] for r in tot])])
-        not_run = [t for t in LESSON07_TOKENS if t not in pt_tokens]
-        pt_note = (f" `per_token` is not run above {LESSON07_PER_TOKEN_MAX} tokens (\"-\"): one run would be "
-                   f"millions of copy calls." if not_run else "")
-        parts.append(
-            f"**Totals at every token count.** `total` cells: median us (% of the copy bandwidth, 6S over "
-            f"the time); `per_token`: median us of one hand-off (it moves S once); the `staged` stages as % "
-            f"of the copy bandwidth.{pt_note}\n\n"
-            + table(head, rows, right=set(range(1, len(head)))))
+            pt = l7.row("per_token", s, "total") if t in pt_tokens else None
+            tot = [l7.row(v, s, "total") for v in variants]
+            stg = [l7.row("staged", s, k) for k in LESSON07_STAGES[:3]]
+            rows.append([s, mib(float(m["bytes"]) / 2), us1(m["us_median"]),
+                         l07_us(pt["us_median"]) if pt else "-"] + [l07_cell(r) for r in tot]
+                        + [" / ".join(f"{float(r['pct_copy_bw']):.1f}" for r in stg),
+                           " / ".join([f"{int(pt['copies']):,}" if pt else "-"] + [r["copies"] for r in tot])])
+    not_run = [t for t in LESSON07_TOKENS if t not in pt_tokens]
+    pt_note = (f" `per_token` is not run above {LESSON07_PER_TOKEN_MAX} tokens (\"-\"): one run would be "
+               f"millions of copy calls." if not_run else "")
+    parts.append(
+        f"**Totals at every token count.** `total` cells: median us (% of the copy bandwidth, 6S over "
+        f"the time); `per_token`: median us of one hand-off (it moves S once); the `staged` stages as % "
+        f"of the copy bandwidth.{pt_note}\n\n"
+        + table(head, rows, right=set(range(1, len(head)))))
     return "\n\n".join(parts)
 
 
-@register("lesson07_speedup")
-def t_lesson07_speedup(ctx):
+@per_gpu("lesson07_speedup", "lesson07.csv")
+def t_lesson07_speedup(ctx, gpu, c):
     """Lesson 07 README: staged (total of gather, transfer, scatter) against per_token at every token
     count where per_token was run (lesson07.csv): copy calls, times, time per per_token call, speedup."""
-    parts = []
-    for gpu in ctx.data.gpus_or_error("lesson07.csv"):
-        c = ctx.data.get(gpu, "lesson07.csv")
-        l7 = Lesson07Csv(c)
-        rows = []
-        for t in l7.per_token_tokens():
-            for pair, _ in LESSON07_PAIRS:
-                s = l07_shape(t, pair)
-                pt, st = l7.row("per_token", s, "total"), l7.row("staged", s, "total")
-                n_pt, n_st = int(pt["copies"]), int(st["copies"])
-                rows.append([s, f"{n_pt:,}", l07_us(pt["us_median"]), f"{float(pt['us_median']) / n_pt:.2f}",
-                             f"{n_st}", us1(st["us_median"]),
-                             f"{float(pt['us_median']) / float(st['us_median']):.0f}x"])
-        parts.append(
-            f"**{gpu_name(gpu)}**, data {ctx.link(c)}. Median us of one hand-off; `staged` is its `total` "
-            f"(gather, transfer and scatter: S moved three times), `per_token` one copy call per token per "
-            f"layer per K/V per rank pair (S moved once).\n\n"
-            + table(["shape", "`per_token` calls", "`per_token` us", "us per call", "`staged` calls",
-                     "`staged` us", "speedup"], rows, right={1, 2, 3, 4, 5, 6}))
-    return "\n\n".join(parts)
+    l7 = Lesson07Csv(c)
+    rows = []
+    for t in l7.per_token_tokens():
+        for pair, _ in LESSON07_PAIRS:
+            s = l07_shape(t, pair)
+            pt, st = l7.row("per_token", s, "total"), l7.row("staged", s, "total")
+            n_pt, n_st = int(pt["copies"]), int(st["copies"])
+            rows.append([s, f"{n_pt:,}", l07_us(pt["us_median"]), f"{float(pt['us_median']) / n_pt:.2f}",
+                         f"{n_st}", us1(st["us_median"]),
+                         f"{float(pt['us_median']) / float(st['us_median']):.0f}x"])
+    return (
+        f"**{gpu_name(gpu)}**, data {ctx.link(c)}. Median us of one hand-off; `staged` is its `total` "
+        f"(gather, transfer and scatter: S moved three times), `per_token` one copy call per token per "
+        f"layer per K/V per rank pair (S moved once).\n\n"
+        + table(["shape", "`per_token` calls", "`per_token` us", "us per call", "`staged` calls",
+                 "`staged` us", "speedup"], rows, right={1, 2, 3, 4, 5, 6}))
 
 
-# The issue's targets for lesson 07, checked against the data (not measured here).
-LESSON07_KERNEL_TARGET_PCT, LESSON07_KERNEL_AIM_PCT = 85.0, 90.0
-LESSON07_SPEEDUP_TARGET, LESSON07_SPEEDUP_TOKENS = 20.0, 4096
-LESSON07_PEER_TARGET_PCT = 80.0
 
 
-@register("lesson07_targets")
-def t_lesson07_targets(ctx):
+@per_gpu("lesson07_targets", "lesson07.csv")
+def t_lesson07_targets(ctx, gpu, c):
     """Lesson 07 README: the lesson's targets against lesson07.csv, per TP pair: gather and scatter at
     the largest token count (% of copy bandwidth), staged against per_token at 4096 tokens (speedup,
     copy calls), the two-GPU transfers (% of peer bandwidth) or a row saying the CSV has none."""
-    parts = []
-    for gpu in ctx.data.gpus_or_error("lesson07.csv"):
-        c = ctx.data.get(gpu, "lesson07.csv")
-        l7 = Lesson07Csv(c)
-        big = LESSON07_TOKENS[-1]
-        pairs = [p for p, _ in LESSON07_PAIRS]
+    l7 = Lesson07Csv(c)
+    big = LESSON07_TOKENS[-1]
+    pairs = [p for p, _ in LESSON07_PAIRS]
 
-        def met(values, target):
-            return "met" if min(values) >= target else "**not met**"
+    def met(values, target):
+        return "met" if min(values) >= target else "**not met**"
 
-        rows = []
-        for stage in ("gather", "scatter"):
-            pcts = [float(l7.row("staged", l07_shape(big, p), stage)["pct_copy_bw"]) for p in pairs]
-            rows.append([f"`staged` {stage} at {big} tokens, % of copy BW: at least "
-                         f"{LESSON07_KERNEL_TARGET_PCT:.0f} (aim {LESSON07_KERNEL_AIM_PCT:.0f})"]
-                        + [f"{x:.1f}" for x in pcts]
-                        + [f"{met(pcts, LESSON07_KERNEL_TARGET_PCT)} (aim: {met(pcts, LESSON07_KERNEL_AIM_PCT)})"])
-        speed, calls = [], []
-        for p in pairs:
-            s = l07_shape(LESSON07_SPEEDUP_TOKENS, p)
-            pt, st = l7.row("per_token", s, "total"), l7.row("staged", s, "total")
-            speed.append(float(pt["us_median"]) / float(st["us_median"]))
-            calls.append(f"{int(st['copies'])} / {int(pt['copies']):,}")
-        rows.append([f"`staged` against `per_token` at {LESSON07_SPEEDUP_TOKENS} tokens: at least "
-                     f"{LESSON07_SPEEDUP_TARGET:.0f}x faster"] + [f"{x:.0f}x" for x in speed]
-                    + [met(speed, LESSON07_SPEEDUP_TARGET)])
-        rows.append([f"copy calls at {LESSON07_SPEEDUP_TOKENS} tokens, `staged` / `per_token`: O(1) per rank "
-                     f"pair against O(tokens x layers)"] + calls + ["-"])
-        present, _ = l7.two_gpu()
-        for v in LESSON07_TWO_GPU:
-            what = f"`{v}` transfer at {big} tokens, % of peer BW: at least {LESSON07_PEER_TARGET_PCT:.0f}"
-            if v in present:
-                pcts = [float(l7.row(v, l07_shape(big, p), "transfer")["pct_copy_bw"]) for p in pairs]
-                rows.append([what] + [f"{x:.1f}" for x in pcts] + [met(pcts, LESSON07_PEER_TARGET_PCT)])
-            else:
-                rows.append([what] + ["-"] * len(pairs) + [f"not in this CSV (needs {LESSON07_NEEDS[v]})"])
-        parts.append(
-            f"**{gpu_name(gpu)}**, data {ctx.link(c)}.\n\n"
-            + table(["target", *pairs, "verdict"], rows, right=set(range(1, 1 + len(pairs)))))
-    return "\n\n".join(parts)
+    rows = []
+    for stage in ("gather", "scatter"):
+        pcts = [float(l7.row("staged", l07_shape(big, p), stage)["pct_copy_bw"]) for p in pairs]
+        rows.append([f"`staged` {stage} at {big} tokens, % of copy BW: at least "
+                     f"{LESSON07_KERNEL_TARGET_PCT:.0f} (aim {LESSON07_KERNEL_AIM_PCT:.0f})"]
+                    + [f"{x:.1f}" for x in pcts]
+                    + [f"{met(pcts, LESSON07_KERNEL_TARGET_PCT)} (aim: {met(pcts, LESSON07_KERNEL_AIM_PCT)})"])
+    speed, calls = [], []
+    for p in pairs:
+        s = l07_shape(LESSON07_SPEEDUP_TOKENS, p)
+        pt, st = l7.row("per_token", s, "total"), l7.row("staged", s, "total")
+        speed.append(float(pt["us_median"]) / float(st["us_median"]))
+        calls.append(f"{int(st['copies'])} / {int(pt['copies']):,}")
+    rows.append([f"`staged` against `per_token` at {LESSON07_SPEEDUP_TOKENS} tokens: at least "
+                 f"{LESSON07_SPEEDUP_TARGET:.0f}x faster"] + [f"{x:.0f}x" for x in speed]
+                + [met(speed, LESSON07_SPEEDUP_TARGET)])
+    rows.append([f"copy calls at {LESSON07_SPEEDUP_TOKENS} tokens, `staged` / `per_token`: O(1) per rank "
+                 f"pair against O(tokens x layers)"] + calls + ["-"])
+    present, _ = l7.two_gpu()
+    for v in LESSON07_TWO_GPU:
+        what = f"`{v}` transfer at {big} tokens, % of peer BW: at least {LESSON07_PEER_TARGET_PCT:.0f}"
+        if v in present:
+            pcts = [float(l7.row(v, l07_shape(big, p), "transfer")["pct_copy_bw"]) for p in pairs]
+            rows.append([what] + [f"{x:.1f}" for x in pcts] + [met(pcts, LESSON07_PEER_TARGET_PCT)])
+        else:
+            rows.append([what] + ["-"] * len(pairs) + [f"not in this CSV (needs {LESSON07_NEEDS[v]})"])
+    return (
+        f"**{gpu_name(gpu)}**, data {ctx.link(c)}.\n\n"
+        + table(["target", *pairs, "verdict"], rows, right=set(range(1, 1 + len(pairs)))))
 
 
-LESSON03_SPLIT = ["split_k_64", "split_k_128", "split_k_256", "split_k_512", "split_k_1024", "split_k_4096",
-                  "split_k_fused_128", "split_k_fused_512", "split_k_rows_64", "split_k_rows_128", "split_k_rows_256",
-                  "split_k_rows_512", "split_k_rows_1024",
-                  "split_k_units_64", "split_k_units_128", "split_k_units_256", "split_k_units_512", "split_k_units_1024",
-                  "split_k_units_2048", "split_k_units_4096", "split_k_units_8192", "split_k_units_fused_128",
-                  "split_k_units_fused_512", "split_k_rows_units_128", "split_k_rows_units_256", "split_k_rows_units_512",
-                  "split_k_rows_units_1024", "split_k_units_lpt_1024", "split_k_units_lpt_2048",
-                  "split_k_units_lpt_4096", "split_k_units_lpt_8192", "split_k_even"]
 
 
 def lesson03_optional(variant):
     """Variants a lesson03_sweep.csv may lack: head rows (groups of 9 to 32 only) and unit copies (sm_90
     only, pages of at least one unit)."""
     return variant.startswith("split_k_rows_") or "_units_" in variant
-LESSON03_RULES = [("post 1", "rule_post1"), ("post 2", "rule_post2"), ("vLLM", "rule_vllm"),
-                  ("split count", "rule_split_count")]
 def lesson03_best(c, shape, variants):
     """The fastest of `variants` on `shape`. The head-row variants (split_k_rows_<P>) run only
     groups of 9 to 32, the unit copies only on sm_90: counted where their row exists; the others must."""
@@ -1647,82 +1486,59 @@ def lesson03_best(c, shape, variants):
     return min(rows, key=lambda r: float(r["us_median"]))
 
 
-LESSON03_LADDER = ["single_pass", "partitions", "fused_merge", "tensor_cores", "longest_first", "unit_copies",
-                   "head_rows", "auto"]
 
 
-@register("lesson03_steps")
-def t_lesson03_steps(ctx):
-    """Lesson 03 README: the ladder on every measured shape (lesson03.csv), L2-cold medians: single
+def steps03_fastest(at):
+    return f"`{min((float(r['us_median']), v) for v in LESSON03_LADDER[1:-1] if (r := at.find(v)))[1]}`"
+
+
+grid("lesson03_steps",
+     """Lesson 03 README: the ladder on every measured shape (lesson03.csv), L2-cold medians: single
     pass, each step at its plan for the shape, auto; '-' where a step refuses the shape (head rows:
-    groups of 9 to 32; unit copies: sm_90)."""
-    parts = []
-    for gpu in ctx.data.gpus_or_error("lesson03.csv"):
-        c = ctx.data.get(gpu, "lesson03.csv")
-        shapes = []
-        for r in c.rows:
-            if r["lesson"] == "03" and r["shape"] not in shapes:
-                shapes.append(r["shape"])
-        rows = []
-        for sh in shapes:
-            cells = []
-            for v in LESSON03_LADDER:
-                r = c.find("03", v, sh)
-                cells.append(us2(r["us_median"]) if r else "-")
-            a = c.row("03", "auto", sh)
-            best_step = min((float(c.find("03", v, sh)["us_median"]), v) for v in LESSON03_LADDER[1:-1]
-                            if c.find("03", v, sh))
-            rows.append([sh] + cells + [f"`{best_step[1]}`", f"{float(c.row('03', 'single_pass', sh)['us_median']) / float(a['us_median']):.1f}x"])
-        parts.append(
-            f"**{gpu_name(gpu)}**, data {ctx.link(c)}: each step at its plan for the shape (the CSV's `plan` "
-            f"column), L2-cold medians, us; `-`: the step refuses the shape (head rows take groups of 9 to 32). "
-            f"Table A, Table B, then the long contexts.\n\n"
-            + table(["shape"] + [f"`{v}`" for v in LESSON03_LADDER] + ["fastest step", "auto vs SP"], rows,
-                    right=set(range(1, len(LESSON03_LADDER) + 1)) | {len(LESSON03_LADDER) + 2}))
-    return "\n\n".join(parts)
+    groups of 9 to 32; unit copies: sm_90).""",
+     "lesson03.csv", "03", lambda c: list(dict.fromkeys(r["shape"] for r in c.rows if r["lesson"] == "03")),
+     [c_shape()] + [c_opt(f"`{v}`", v, us2) for v in LESSON03_LADDER]
+     + [Col("fastest step", steps03_fastest, right=False), c_ratio("auto vs SP", "single_pass", "auto", "{:.1f}x")],
+     "**{gpu}**, data {data}: each step at its plan for the shape (the CSV's `plan` column), L2-cold medians, us; "
+     "`-`: the step refuses the shape (head rows take groups of 9 to 32). Table A, Table B, then the long contexts.")
 
 
-@register("lesson03_dispatch")
-def t_lesson03_dispatch(ctx):
-    """Lesson 03 README: Table A and Table B, L2-cold: single pass (lesson 02's auto) against the
+def dispatch_best(at):
+    """The faster of single pass and the best split-k variant."""
+    return min(at.us("single_pass"), float(lesson03_best(at.c, at.shape, LESSON03_SPLIT)["us_median"]))
+
+
+def dispatch_rule(head, col):
+    """What a published rule (the auto row's column `col`) would run: SP or SK, right (+) within 5 %."""
+    def cell(at):
+        v = auto_row(at.c, "03", at.shape).get(col)
+        if not v:
+            raise TableError(f"{at.c.rel}: the auto row of {at.shape} has no {col}")
+        return ("SP " if v == "single_pass" else "SK ") + ("+" if at.us(v) <= 1.05 * dispatch_best(at) else "-")
+    return Col(head, cell, right=False)
+
+
+grid("lesson03_dispatch",
+     """Lesson 03 README: Table A and Table B, L2-cold: single pass (lesson 02's auto) against the
     best split-k variant, auto (this lesson's rule) and what each published rule would run
-    (CSV columns rule_*), each marked right (+) when within 5 % of the best measured variant."""
-    parts = []
-    for gpu in ctx.data.gpus_or_error("lesson03_sweep.csv"):
-        c = ctx.data.get(gpu, "lesson03_sweep.csv")
-        rows, right = [], [0] * (len(LESSON03_RULES) + 1)
-        for s in TABLE_A + TABLE_B:
-            sp = c.row("03", "single_pass", s)
-            sk = lesson03_best(c, s, LESSON03_SPLIT)
-            best = min(float(sp["us_median"]), float(sk["us_median"]))
-            a = auto_row(c, "03", s)
-            cells = []
-            for i, (_, col) in enumerate(LESSON03_RULES):
-                v = a.get(col)
-                if not v:
-                    raise TableError(f"{c.rel}: the auto row of {s} has no {col}")
-                ok = float(c.row("03", v, s)["us_median"]) <= 1.05 * best
-                right[i] += ok
-                cells.append(("SP " if v == "single_pass" else "SK ") + ("+" if ok else "-"))
-            ok = float(a["us_median"]) <= 1.05 * best
-            right[-1] += ok
-            rows.append([s, str(int(a["B"]) * int(a["Hkv"])), us2(sp["us_median"]), f"`{sk['variant']}` {us2(sk['us_median'])}",
-                         f"`{a['auto_pick']}`", us2(a["us_median"]), f"{float(a['us_median']) / best:.2f}",
-                         f"{float(sp['us_median']) / float(a['us_median']):.1f}x", pct(a)] + cells + ["+" if ok else "-"])
-        n = len(TABLE_A) + len(TABLE_B)
-        rows.append(["**right**", "", "", "", "", "", "", "", ""] + [f"{k} of {n}" for k in right])
-        parts.append(
-            f"**{gpu_name(gpu)}**, data {ctx.link(c)} (streaming read {c.read_bw()}). Table A (fp16, D 128, block 16) "
-            f"and Table B (fp16, B 1); L2-cold medians, us. SP = `single_pass` (lesson 02's `auto`); \"best SK\" = the "
-            f"fastest of {variant_list(LESSON03_SPLIT)} (the `split_k_rows_` ones where the CSV has them: groups of 9 "
-            f"to 32; the `_units_` ones on sm_90); a rule's pick is right (+) within 5 % of the best of SP and SK; "
-            f"\"ours\" is `auto`.\n\n"
-            + table(["shape", "B*Hkv", "SP us", "best SK us", "auto pick", "auto us", "auto / best", "auto vs SP",
-                     "% read BW"] + [r for r, _ in LESSON03_RULES] + ["ours"], rows, right={1, 2, 5, 6, 7, 8}))
-    return "\n\n".join(parts)
+    (CSV columns rule_*), each marked right (+) when within 5 % of the best measured variant.""",
+     "lesson03_sweep.csv", "03", TABLE_A + TABLE_B,
+     [c_shape(), Col("B*Hkv", lambda at: str(int(auto_row(at.c, "03", at.shape)["B"]) * int(at.row("auto")["Hkv"]))),
+      c_time("SP us", "single_pass", fmt=us2),
+      Col("best SK us", lambda at: f"`{best_split_k(at)}` {us2(at.us(best_split_k))}", right=False),
+      c_name("auto pick", "auto", "auto_pick"), c_time("auto us", "auto", fmt=us2),
+      Col("auto / best", lambda at: f"{at.us('auto') / dispatch_best(at):.2f}"),
+      c_ratio("auto vs SP", "single_pass", "auto", "{:.1f}x"), c_pct("auto")]
+     + [dispatch_rule(head, col) for head, col in LESSON03_RULES]
+     + [Col("ours", lambda at: "+" if at.us("auto") <= 1.05 * dispatch_best(at) else "-", right=False)],
+     "**{gpu}**, data {data} (streaming read {bw}). Table A (fp16, D 128, block 16) and Table B (fp16, B 1); L2-cold "
+     "medians, us. SP = `single_pass` (lesson 02's `auto`); \"best SK\" = the fastest of "
+     + variant_list(LESSON03_SPLIT) + " (the `split_k_rows_` ones where the CSV has them: groups of 9 to 32; the "
+     "`_units_` ones on sm_90); a rule's pick is right (+) within 5 % of the best of SP and SK; \"ours\" is `auto`.",
+     lambda rows: ["**right**"] + [""] * 8 + [f"{sum(r[j].endswith('+') for r in rows)} of {len(rows)}"
+                                              for j in range(9, 10 + len(LESSON03_RULES))])
 
 
-LESSON03_FIXED = ["split_k_128", "split_k_256", "split_k_512", "split_k_1024", "split_k_4096"]
 grid("lesson03_long",
      """Lesson 03 README: a batch of mixed lengths and 128k contexts, L2-cold: single pass, one split
     count for the whole batch (split_k_even), each fixed partition size, and auto, with % of read BW.""",
@@ -1736,33 +1552,26 @@ grid("lesson03_long",
      "`split_k_<P>` gives every sequence its own count of P-token partitions.")
 
 
-@register("lesson03_longest_first")
-def t_lesson03_longest_first(ctx):
+@per_gpu("lesson03_longest_first", "lesson03_sweep.csv",
+         none="no lesson03_sweep.csv has the longest-first rows (split_k_units_lpt_<P>; sm_90 only)")
+def t_lesson03_longest_first(ctx, gpu, c):
     """Lesson 03 README: the batch of mixed lengths with its partition CTAs in the grid's own order
     (split_k_units_<P>) and longest first (split_k_units_lpt_<P>), L2-cold, one run per GPU."""
-    shape = "llama70b-B16-mixed"
-    parts = []
-    for gpu in ctx.data.gpus_or_error("lesson03_sweep.csv"):
-        c = ctx.data.get(gpu, "lesson03_sweep.csv")
-        rows = []
-        for size in (1024, 2048, 4096, 8192):
-            grid, lpt = c.find("03", f"split_k_units_{size}", shape), c.find("03", f"split_k_units_lpt_{size}", shape)
-            if not grid or not lpt:
-                continue
+    shape, rows = "llama70b-B16-mixed", []
+    for size in (1024, 2048, 4096, 8192):
+        grid, lpt = c.find("03", f"split_k_units_{size}", shape), c.find("03", f"split_k_units_lpt_{size}", shape)
+        if grid and lpt:
             rows.append([str(size), grid["ctas"], f"{us1(grid['us_median'])} ({pct(grid)})",
                          f"{us1(lpt['us_median'])} ({pct(lpt)})",
                          f"{float(lpt['us_median']) / float(grid['us_median']):.2f}"])
-        if not rows:
-            continue
-        a = c.row("03", "auto", shape)
-        parts.append(
-            f"**{gpu_name(gpu)}**, data {ctx.link(c)} (streaming read {c.read_bw()}). `{shape}`, L2-cold medians, us "
-            f"(% of read bandwidth), unit copies, lesson 03's reduce; `auto` runs `{a['auto_pick']}`: "
-            f"{us1(a['us_median'])} us ({pct(a)} %).\n\n"
-            + table(["P", "CTAs", "grid order", "longest first", "longest / grid"], rows, right={0, 1, 2, 3, 4}))
-    if not parts:
-        raise TableError("no lesson03_sweep.csv has the longest-first rows (split_k_units_lpt_<P>; sm_90 only)")
-    return "\n\n".join(parts)
+    if not rows:
+        return None  # this GPU did not run the unit copies
+    a = c.row("03", "auto", shape)
+    return (
+        f"**{gpu_name(gpu)}**, data {ctx.link(c)} (streaming read {c.read_bw()}). `{shape}`, L2-cold medians, us "
+        f"(% of read bandwidth), unit copies, lesson 03's reduce; `auto` runs `{a['auto_pick']}`: "
+        f"{us1(a['us_median'])} us ({pct(a)} %).\n\n"
+        + table(["P", "CTAs", "grid order", "longest first", "longest / grid"], rows, right={0, 1, 2, 3, 4}))
 
 
 grid("lesson03_fused",
@@ -1793,34 +1602,30 @@ grid("lesson03_hot_cold",
      "K/V copies rotated over more than twice the L2.")
 
 
-@register("lesson03_head_rows")
-def t_lesson03_head_rows(ctx):
+PARTITION_KERNEL = [v for v in LESSON03_SPLIT if not v.startswith("split_k_rows_") and v != "split_k_even"]
+HEAD_ROWS = [v for v in LESSON03_SPLIT if v.startswith("split_k_rows_")]
+
+
+@per_gpu("lesson03_head_rows", "lesson03_sweep.csv")
+def t_lesson03_head_rows(ctx, gpu, c):
     """Lesson 03 README: the head-row kernel against the partition kernel on every shape whose
     group it serves (the MQA shapes of Table A and the 128k one), L2-hot and cold, one run."""
-    partition_kernel = [v for v in LESSON03_SPLIT if not v.startswith("split_k_rows_") and v != "split_k_even"]
-    head_rows = [v for v in LESSON03_SPLIT if v.startswith("split_k_rows_")]
-    parts = []
-    for gpu in ctx.data.gpus_or_error("lesson03_sweep.csv"):
-        c = ctx.data.get(gpu, "lesson03_sweep.csv")
-        rows = []
-        for s in TABLE_A + LONG_SHAPES:
-            if not any(c.find("03", v, s) for v in head_rows):
-                continue
-            old = lesson03_best(c, s, partition_kernel)
-            new = lesson03_best(c, s, head_rows)
-            old_h, new_h = c.row("03", old["variant"], s, "hot"), c.row("03", new["variant"], s, "hot")
-            rows.append([s, mib(new), f"`{old['variant']}`", us1(old_h["us_median"]), us1(old["us_median"]), pct(old),
-                         f"`{new['variant']}`", us1(new_h["us_median"]), us1(new["us_median"]), pct(new),
-                         f"{float(old['us_median']) / float(new['us_median']):.2f}x"])
-        if not rows:
-            raise TableError(f"{c.rel}: no split_k_rows_* rows (measured before the head-row kernel?)")
-        parts.append(
-            f"**{gpu_name(gpu)}**, data {ctx.link(c)} (streaming read {c.read_bw()}); medians, us; % read BW of the "
-            f"L2-cold time. Partition kernel: the fastest of {variant_list(partition_kernel)}; head rows: the fastest "
-            f"of {variant_list(head_rows)}.\n\n"
+    rows = []
+    for s in TABLE_A + LONG_SHAPES:
+        if not any(c.find("03", v, s) for v in HEAD_ROWS):
+            continue
+        old, new = lesson03_best(c, s, PARTITION_KERNEL), lesson03_best(c, s, HEAD_ROWS)
+        old_h, new_h = c.row("03", old["variant"], s, "hot"), c.row("03", new["variant"], s, "hot")
+        rows.append([s, mib(new["bytes"]), f"`{old['variant']}`", us1(old_h["us_median"]), us1(old["us_median"]), pct(old),
+                     f"`{new['variant']}`", us1(new_h["us_median"]), us1(new["us_median"]), pct(new),
+                     f"{float(old['us_median']) / float(new['us_median']):.2f}x"])
+    if not rows:
+        raise TableError(f"{c.rel}: no split_k_rows_* rows (measured before the head-row kernel?)")
+    return (f"**{gpu_name(gpu)}**, data {ctx.link(c)} (streaming read {c.read_bw()}); medians, us; % read BW of the "
+            f"L2-cold time. Partition kernel: the fastest of {variant_list(PARTITION_KERNEL)}; head rows: the fastest "
+            f"of {variant_list(HEAD_ROWS)}.\n\n"
             + table(["shape", "MiB", "partition kernel", "hot", "cold", "% read BW", "head rows", "hot", "cold",
                      "% read BW", "speedup (cold)"], rows, right={1, 3, 4, 5, 7, 8, 9, 10}))
-    return "\n\n".join(parts)
 
 
 grid("results_split_k",

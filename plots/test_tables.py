@@ -155,6 +155,12 @@ def self_test():
         rc, msg = go(True)
         expect(rc == 1 and "not PASS" in msg, f"FAILed row: exit 1 (got {rc}: {msg!r})")
 
+        # A row given twice is an error: the table cannot tell which to show.
+        csv_path.write_text(good_csv + rows[2] + "\n")
+        rc, msg = go(True)
+        expect(rc == 1 and f"more than one cold row for lesson 01 naive on {LESSON01_SHAPES[0]}" in msg,
+               f"duplicated row: exit 1 naming it (got {rc}: {msg!r})")
+
         # Unknown names and unbalanced markers.
         csv_path.write_text(good_csv)
         (root / "README.md").write_text(text + "\n<!-- table:no_such_table -->\n<!-- /table:no_such_table -->\n"
@@ -244,6 +250,12 @@ def self_test():
                f"lesson04 missing row: exit 1 naming it (got {rc}: {msg!r})")
         rc, msg, _ = go04(_fake_lesson04_csv((1, 16)).replace("PASS", "FAIL"))
         expect(rc == 1 and "not PASS" in msg, f"lesson04 FAILed row: exit 1 (got {rc}: {msg!r})")
+        text04 = _fake_lesson04_csv((1, 16))
+        dup = next(r for r in text04.splitlines() if r.startswith("h200,04,loop,h8kv4-B16-ctx4097,") and ",cold," in r
+                   and r.endswith(",total"))
+        rc, msg, _ = go04(text04 + dup + "\n")
+        expect(rc == 1 and "more than one lesson 04 loop total cold row at B 16, 129 splits" in msg,
+               f"lesson04 duplicated row: exit 1 naming it (got {rc}: {msg!r})")
 
     # Lesson 04's plans: auto against lesson 03's auto and FlashInfer; auto_pick required; the
     # peers are optional; right and within-1.10x counted.
