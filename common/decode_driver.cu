@@ -105,6 +105,7 @@ std::vector<ResultRow> bench_decode_shape(const BenchSetup& setup, const DecodeP
             r.us_min = t.us_min;
             r.bytes = static_cast<double>(bytes);
             r.gbps = bytes / (t.us_median * 1e-6) / 1e9;
+            r.read_bw_gbps = setup.read_bw_gbps;
             r.pct_read_bw = 100.0 * *r.gbps / setup.read_bw_gbps;
             r.check = pass ? "PASS" : "FAIL";
             r.rel_err = std::max(before.rel_err, after.rel_err);

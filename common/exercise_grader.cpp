@@ -111,6 +111,7 @@ DecodeProblem make_grade_problem(const GradeCase& c, uint64_t seed) {
     DecodeProblem p = make_decode_problem(c.shape, seed);
     if (c.q_scale != 1.0)
         for (auto& x : p.q) x = encode(p.shape.dtype, static_cast<float>(decode(p.shape.dtype, x) * c.q_scale));
+    if (c.adjust) c.adjust(p);
     return p;
 }
 
@@ -252,6 +253,37 @@ bool write_json(const std::string& path, const GradeReport& r, std::string* err)
         return false;
     }
     return true;
+}
+
+GradeFlags parse_grade_flags(int argc, char** argv, const std::string& program, const std::string& usage,
+                             const std::vector<std::string>& exercises) {
+    std::string names;
+    for (const std::string& e : exercises) names += (names.empty() ? "" : "|") + e;
+    const std::vector<LessonFlag> flags = {
+        {"--grade", false, "--grade            grade (the default)", {}},
+        {"--exercise", true, "--exercise NAME    " + names + " (default " + exercises.front() + ")", {}},
+        {"--json", true, "--json FILE        also write the result as JSON (for a class-grading script)", {}},
+        {"--timeout", true, "--timeout S        seconds one launch may take before it counts as a hang (default 10)", {}},
+    };
+    const Flags f = parse_flags_or_exit(argc, argv, usage, flags);
+    if (f.check_only || f.bench_only || !f.shapes.empty() || f.explicit_shape() || f.dtype || !f.csv.empty() ||
+        !f.variant.empty())
+        exit_bad_input(program, "the grader chooses its own shapes and variants: it takes --exercise, --seed, --json, "
+                                "--timeout, --iters");
+    GradeFlags g;
+    g.exercise = f.has("--exercise") ? f.lesson.at("--exercise") : exercises.front();
+    if (std::find(exercises.begin(), exercises.end(), g.exercise) == exercises.end())
+        exit_bad_input(program, "--exercise must be " + names + ", got '" + g.exercise + "'");
+    try {
+        g.timeout_s = f.lesson_real("--timeout", 1, 3600, 10);
+    } catch (const FlagError& e) {
+        exit_bad_input(program, e.what());
+    }
+    if (f.has("--json") && f.lesson.at("--json").empty()) exit_bad_input(program, "--json needs a file name");
+    g.json = f.has("--json") ? f.lesson.at("--json") : "";
+    g.seed = f.seed;
+    g.iters = std::min(f.iters, 20);
+    return g;
 }
 
 }  // namespace pa::exercise

@@ -131,6 +131,7 @@ std::vector<uint16_t> run_once(const GraderSpec& spec, DeviceDecodeProblem& dev,
     const size_t n = static_cast<size_t>(a.B) * a.H * a.D;
     wd.arm(what);
     CUDA_CHECK(cudaMemsetAsync(a.out, 0xff, n * sizeof(uint16_t), stream));  // NaN in fp16 and bf16
+    if (spec.poison_extra) spec.poison_extra(a, stream);
     spec.student(a, window, stream);
     wait_stream(stream, wd, what);
     std::vector<uint16_t> out(n);
@@ -202,11 +203,18 @@ int grade(const GraderSpec& spec) {
                 cr.rel_err = r.rel_err;
                 cr.max_abs_err = r.max_abs_err;
                 ++checks;
+                const std::string extra = r.pass && spec.check_extra ? spec.check_extra(p, w) : std::string();
                 if (!r.pass) {
                     ++failures;
                     ++case_failures;
                     const std::vector<Suspect> suspects = spec.suspects ? spec.suspects(p, w) : std::vector<Suspect>{};
                     cr.message = diagnose(out, ref, p.shape.dtype, r, suspects, p.shape.B * p.shape.H, p.shape.D);
+                    std::printf("  FAIL %s: %s [this case: %s]\n", label.c_str(), cr.message.c_str(), c.teaches.c_str());
+                } else if (!extra.empty()) {
+                    ++failures;
+                    ++case_failures;
+                    cr.pass = false;
+                    cr.message = extra;
                     std::printf("  FAIL %s: %s [this case: %s]\n", label.c_str(), cr.message.c_str(), c.teaches.c_str());
                 } else {
                     worst = std::max(worst, r.rel_err);
@@ -273,6 +281,7 @@ int grade(const GraderSpec& spec) {
                         PagedDecodeArgs a = dev.args(copy++ % dev.copies());
                         if (who == 0) a.out = student_out.get();
                         CUDA_CHECK(cudaMemsetAsync(a.out, 0xff, n * sizeof(uint16_t), stream));
+                        if (who == 0 && spec.poison_extra) spec.poison_extra(a, stream);
                         CUDA_CHECK(cudaEventRecord(ev[2 * i], stream));
                         if (who == 0) spec.student(a, spec.timing_window, stream);
                         else spec.lesson(a, stream);
@@ -292,7 +301,14 @@ int grade(const GraderSpec& spec) {
             wd.arm(spec.exercise + " re-check " + s.name);
             std::vector<uint16_t> out = student_out.download();
             wd.disarm();
-            const CheckResult r = compare_output(out, spec.reference(p, spec.timing_window), s.dtype);
+            CheckResult r = compare_output(out, spec.reference(p, spec.timing_window), s.dtype);
+            if (r.pass && spec.check_extra) {
+                const std::string extra = spec.check_extra(p, spec.timing_window);
+                if (!extra.empty()) {
+                    r.pass = false;
+                    r.message = extra;
+                }
+            }
             SpeedShape sp;
             sp.shape = s.name;
             sp.student_us = median(us[0]);

@@ -77,6 +77,13 @@ struct GraderSpec {
     std::function<std::vector<double>(const DecodeProblem&, int window)> reference;
     // Known wrong answers for a failed (problem, window), tried in order (see diagnose).
     std::function<std::vector<Suspect>(const DecodeProblem&, int window)> suspects;
+    // Optional, for a kernel with a second output or scratch of its own (lesson 03: the split
+    // workspace, the log-sum-exp): poison_extra fills those buffers with NaN before every launch
+    // of the student's kernel (checks and timing, outside the timed events); check_extra, after
+    // each check whose `out` passed and after the re-check, returns "" or one failure line.
+    // Unset: only `out` is poisoned and checked.
+    std::function<void(const PagedDecodeArgs&, cudaStream_t)> poison_extra;
+    std::function<std::string(const DecodeProblem&, int window)> check_extra;
     std::vector<DecodeShape> timing_shapes;
     int timing_window = kFullWindow;  // the window the student's kernel is timed with
     uint64_t seed = 0;

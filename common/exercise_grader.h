@@ -40,6 +40,9 @@ struct GradeCase {
     std::string teaches;  // why the case exists, printed when it fails
     // Sliding windows to check (kFullWindow: none); an exercise without a window uses {kFullWindow}.
     std::vector<int> windows{kFullWindow};
+    // Optional: changes the drawn problem after q is scaled (lesson 03's case whose every logit
+    // is far below zero); unset: the problem as drawn. The reference reads the changed values.
+    std::function<void(DecodeProblem&)> adjust;
 };
 
 // The (dtype, head size) pairs a graded build instantiates; seeded shapes draw from these.
@@ -65,7 +68,7 @@ std::vector<GradeCase> decode_edge_cases(DType dtype, int D);
 std::vector<int> window_set(const DecodeShape& s, uint64_t seed);
 
 // make_decode_problem, then q multiplied by c.q_scale and rounded again (the reference reads
-// the rounded values). Unused cache slots stay NaN.
+// the rounded values), then c.adjust if set. Unused cache slots stay NaN.
 DecodeProblem make_grade_problem(const GradeCase& c, uint64_t seed);
 
 // A known wrong answer, for naming a failure: if the output matches `output` (within the
@@ -116,6 +119,20 @@ struct GradeReport {
     bool recheck_pass = true;          // the student's output after the timing loop
     double speed_ratio() const;        // geometric mean of the shapes' ratios, 0 when not measured
 };
+
+// The grader's command line, the same for every lesson: --grade (the default), --exercise NAME
+// (one of `exercises`, the first by default), --seed S, --json FILE, --timeout S (1..3600,
+// default 10), --iters N (at most 20). Anything else (--check, --shape, --variant, ...) or an
+// invalid value exits 2 with one line; --help prints `usage` plus the flags and exits 0.
+struct GradeFlags {
+    std::string exercise;
+    uint64_t seed = 0;
+    std::string json;
+    double timeout_s = 10;
+    int iters = 10;
+};
+GradeFlags parse_grade_flags(int argc, char** argv, const std::string& program, const std::string& usage,
+                             const std::vector<std::string>& exercises);
 
 // JSON for a class-grading script: {"program", "build", "exercise", "seed", "gpu", "outcome",
 // "exit_code", "summary", "passed", "failed", "skipped", "cases": [...], "speed": {...} or null}.

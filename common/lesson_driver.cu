@@ -37,12 +37,18 @@ void fill_timing(ResultRow& r, const Timing& t, bool cold, const TimedPart& part
     if (part.bytes > 0) {
         r.bytes = part.bytes;
         r.gbps = part.bytes / seconds / 1e9;
-        if (setup.read_bw_gbps > 0) r.pct_read_bw = 100.0 * *r.gbps / setup.read_bw_gbps;
+        if (setup.read_bw_gbps > 0) {
+            r.read_bw_gbps = setup.read_bw_gbps;
+            r.pct_read_bw = 100.0 * *r.gbps / setup.read_bw_gbps;
+        }
     }
     if (part.flops > 0) {
         r.flops = part.flops;
         r.tflops = part.flops / seconds / 1e12;
-        if (setup.gemm_tflops > 0) r.pct_mma_peak = 100.0 * *r.tflops / setup.gemm_tflops;
+        if (setup.gemm_tflops > 0) {
+            r.mma_peak_tflops = setup.gemm_tflops;
+            r.pct_mma_peak = 100.0 * *r.tflops / setup.gemm_tflops;
+        }
     }
 }
 

@@ -52,7 +52,7 @@ bool write_csv(const std::string& path, const std::vector<ResultRow>& rows, std:
             if (std::find(extra_keys.begin(), extra_keys.end(), kv.first) == extra_keys.end()) extra_keys.push_back(kv.first);
 
     f << "gpu,lesson,variant,shape,dtype,B,H,Hkv,D,ctx,block_size,l2,us_median,us_min,bytes,gbps,pct_read_bw,"
-         "flops,tflops,pct_mma_peak,check,rel_err";
+         "flops,tflops,pct_mma_peak,check,rel_err,read_bw_gbps,mma_peak_tflops";
     for (const auto& k : extra_keys) f << ',' << csv_escape(k);
     f << '\n';
     for (const auto& r : rows) {
@@ -61,7 +61,8 @@ bool write_csv(const std::string& path, const std::vector<ResultRow>& rows, std:
           << r.block_size << ',' << r.l2 << ',' << strf("%.3f", r.us_median) << ',' << strf("%.3f", r.us_min) << ','
           << num(r.bytes, "%.0f") << ',' << num(r.gbps, "%.1f") << ',' << num(r.pct_read_bw, "%.1f") << ','
           << num(r.flops, "%.0f") << ',' << num(r.tflops, "%.2f") << ',' << num(r.pct_mma_peak, "%.1f") << ','
-          << r.check << ',' << num(r.rel_err, "%.3e");
+          << r.check << ',' << num(r.rel_err, "%.3e") << ',' << num(r.read_bw_gbps, "%.1f") << ','
+          << num(r.mma_peak_tflops, "%.1f");
         for (const auto& k : extra_keys) f << ',' << csv_escape(r.get_extra(k));
         f << '\n';
     }

@@ -2,8 +2,11 @@
 //
 // Every CSV starts with these columns, in this order (CONVENTIONS.md):
 //   gpu, lesson, variant, shape, dtype, B, H, Hkv, D, ctx, block_size, l2, us_median,
-//   us_min, bytes, gbps, pct_read_bw, flops, tflops, pct_mma_peak, check, rel_err
+//   us_min, bytes, gbps, pct_read_bw, flops, tflops, pct_mma_peak, check, rel_err,
+//   read_bw_gbps, mma_peak_tflops
 // and a lesson may add more after them (`extra`). A column that does not apply is empty.
+// read_bw_gbps and mma_peak_tflops are the ceilings measured in the same run that
+// pct_read_bw and pct_mma_peak are percentages of (common/ceilings.cuh).
 #pragma once
 
 #include <cstdio>
@@ -24,6 +27,7 @@ struct ResultRow {
     std::optional<double> bytes, gbps, pct_read_bw, flops, tflops, pct_mma_peak;
     std::string check;  // "PASS" or "FAIL"
     std::optional<double> rel_err;
+    std::optional<double> read_bw_gbps, mma_peak_tflops;  // the ceilings of pct_read_bw, pct_mma_peak
     std::vector<std::pair<std::string, std::string>> extra;  // lesson columns, after the required ones
 
     void set_extra(const std::string& key, const std::string& value);

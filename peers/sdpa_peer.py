@@ -24,8 +24,8 @@ that the rows are set against the same ceilings as the lessons'. scripts/reprodu
 and runs it; by hand, point --peer-info at build/bin/peer_info.
 
 CSV columns: the lessons' (gpu, lesson, variant, shape, dtype, B, H, Hkv, D, ctx, block_size,
-l2, us_median, us_min, bytes, gbps, pct_read_bw, flops, tflops, pct_mma_peak, check, rel_err),
-then ctas, ctas_per_sm, waves (empty: PyTorch does not say) and prefix; lesson = `peer`.
+l2, us_median, us_min, bytes, gbps, pct_read_bw, flops, tflops, pct_mma_peak, check, rel_err,
+read_bw_gbps, mma_peak_tflops: the two ceilings the percentages are of), then ctas, ctas_per_sm, waves (empty: PyTorch does not say) and prefix; lesson = `peer`.
 `bytes`: what the call must move (K and V of the context, q, out; for prefill q, K, V, out);
 `block_size` is empty (no pages).
 
@@ -46,7 +46,7 @@ REPO = os.path.dirname(HERE)
 
 COLUMNS = ["gpu", "lesson", "variant", "shape", "dtype", "B", "H", "Hkv", "D", "ctx", "block_size", "l2",
            "us_median", "us_min", "bytes", "gbps", "pct_read_bw", "flops", "tflops", "pct_mma_peak", "check",
-           "rel_err", "ctas", "ctas_per_sm", "waves", "prefix"]
+           "rel_err", "read_bw_gbps", "mma_peak_tflops", "ctas", "ctas_per_sm", "waves", "prefix"]
 # common/check.cpp: bounds on ||out - ref|| / ||ref|| and on max |out - ref| / max(1, max |ref|).
 TOLERANCE = {"fp16": 2e-3, "bf16": 1.6e-2}
 EXIT_BAD_INPUT, EXIT_NO_GPU, EXIT_NO_TORCH = 2, 3, 4
@@ -237,11 +237,13 @@ class Peer:
                        "us_median": f"{med:.3f}", "us_min": f"{mn:.3f}", "bytes": nbytes, "gbps": f"{gbps:.1f}",
                        "pct_read_bw": f"{100 * gbps / self.info['read_bw_gbps']:.1f}",
                        "check": "PASS" if ok else "FAIL", "rel_err": f"{rel:.3e}",
+                       "read_bw_gbps": f"{self.info['read_bw_gbps']:.1f}",
                        "prefix": 0 if causal else ""}
                 if flops is not None:
                     tflops = flops / (med * 1e-6) / 1e12
                     row.update(flops=f"{flops:.0f}", tflops=f"{tflops:.1f}",
-                               pct_mma_peak=f"{100 * tflops / self.info['bf16_tflops']:.1f}")
+                               pct_mma_peak=f"{100 * tflops / self.info['bf16_tflops']:.1f}",
+                               mma_peak_tflops=f"{self.info['bf16_tflops']:.1f}")
                 rows.append(row)
             del graphs, hot_out
         del sets

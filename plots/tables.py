@@ -123,17 +123,24 @@ class Csv(Keyed):
         return {r["variant"] for r in self.rows if r.get("lesson") == lesson}
 
     def read_bw(self):
-        """The run's streaming-read bandwidth, GB/s, as text. The CSV does not store it; each
-        row's bytes / us_median over its pct_read_bw (printed to 0.1) brackets it."""
-        bw = bracket(self.rows, "pct_read_bw", 0)
+        """The run's streaming-read bandwidth, GB/s, as text: the CSV's read_bw_gbps column (the
+        ceiling measured in the run); in a CSV written before that column, each row's bytes /
+        us_median over its pct_read_bw (printed to 0.1) brackets it."""
+        bw = bracket(self.rows, "pct_read_bw", 0, "read_bw_gbps")
         if bw is None:
             raise TableError(f"{self.rel}: its bytes, us_median and pct_read_bw do not give one read bandwidth")
         return bw
 
 
-def bracket(rows, pct_col, min_pct):
-    """The bandwidth (text, GB/s) that every row's bytes / us_median over its `pct_col` (printed to
-    0.1) brackets, or None when they give no one value; rows at or under `min_pct` are skipped."""
+def bracket(rows, pct_col, min_pct, stored_col):
+    """The bandwidth (text, GB/s) that the rows' `pct_col` is a percentage of: their `stored_col`
+    (the ceiling the run measured) when every row with a percentage has it, else the value that
+    every row's bytes / us_median over its `pct_col` (printed to 0.1) brackets; None when they give
+    no one value. Rows at or under `min_pct` are skipped."""
+    rows = [r for r in rows if r.get(pct_col) and float(r[pct_col]) > min_pct]
+    stored = {r.get(stored_col) or "" for r in rows}
+    if rows and "" not in stored:
+        return f"{round(float(stored.pop()))} GB/s" if len(stored) == 1 else None
     lo, hi = 0.0, math.inf
     for r in rows:
         try:
@@ -1294,7 +1301,7 @@ class Lesson07Csv(Keyed):
         """The run's copy bandwidth (peer: GPU 0 -> GPU 1), GB/s as text, bracketed from each row's
         bytes / us_median over its pct_copy_bw (printed to 0.1), as Csv.read_bw does."""
         bw = bracket([r for r in self.by_key.values() if (r.get("gpus") == "2" and r.get("stage") == "transfer") == peer],
-                     "pct_copy_bw", 0.05)
+                     "pct_copy_bw", 0.05, "copy_bw_gbps")
         if bw is None:
             raise TableError(f"{self.c.rel}: its bytes, us_median and pct_copy_bw do not give one "
                              f"{'peer' if peer else 'copy'} bandwidth")

@@ -140,4 +140,50 @@ inline std::vector<double> gated_decode(const DecodeProblem& p, const GateParams
     return gated_decode(PagedDecodeView(p), p.scale, g);
 }
 
+// Lesson 05's extension exercise (lessons/05_sparse_p/exercise/gate.cuh): the gate with a
+// floor. Every weight keeps only its part above a fraction `alpha` of the largest weight the
+// gate can give (gamma, where the clamp saturates):
+//   p'_t = max(p_t - alpha * gamma, 0)          0 <= alpha < 1
+// More weights are exactly 0 than under the gate alone (a token is kept only where
+// r_t - sigma * a_t > alpha), and the output stays continuous in the scores (a hard cut,
+// p_t >= floor ? p_t : 0, would jump by the floor where rounding moves p_t across it).
+// alpha 0 is the gate itself.
+inline void validate_floor(double alpha) {
+    if (!(alpha >= 0.0 && alpha < 1.0)) {
+        std::ostringstream msg;
+        msg << "gated attention with a floor: alpha must be in [0, 1) (got " << alpha
+            << "); at alpha >= 1 every weight is 0";
+        throw std::invalid_argument(msg.str());
+    }
+}
+
+inline std::vector<double> floor_gate_weights(const std::vector<double>& s, const GateParams& g, double alpha) {
+    validate_floor(alpha);
+    std::vector<double> p = gate_weights(s, g);
+    const double floor = alpha * g.gamma;
+    for (double& w : p) w = std::max(w - floor, 0.0);  // a NaN weight stays NaN (std::max keeps its first argument)
+    return p;
+}
+
+// The floored gate as a score-to-P step; validated on the calling thread (see GateP).
+struct FloorGateP {
+    FloorGateP(const GateParams& g, double a) : gate(g), alpha(a) {
+        validate_gate(g);
+        validate_floor(a);
+    }
+    GateParams gate;
+    double alpha;
+    std::vector<double> operator()(const std::vector<double>& s) const { return floor_gate_weights(s, gate, alpha); }
+};
+
+// Returns out as [B, H, D].
+template <class Inputs>
+std::vector<double> floor_gated_decode(const Inputs& in, double scale, const GateParams& g, double alpha) {
+    return decode_with_weights(in, scale, FloorGateP(g, alpha));
+}
+
+inline std::vector<double> floor_gated_decode(const DecodeProblem& p, const GateParams& g, double alpha) {
+    return floor_gated_decode(PagedDecodeView(p), p.scale, g, alpha);
+}
+
 }  // namespace pa::reference

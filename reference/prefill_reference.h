@@ -106,4 +106,36 @@ std::vector<double> gated_prefill(const Inputs& in, double scale, const GatePara
     return causal_prefill(in, scale, GateP(g));
 }
 
+// Sliding-window causal prefill (the local attention of Mistral and of Gemma's local layers;
+// lesson 06's window exercise): new token i of sequence b sits at position prefix(b) + i and
+// attends only to the last `window` positions up to itself,
+//
+//   prefix + i - window < t <= prefix + i        (window >= 1)
+//
+// with the softmax over those alone. A window of at least prefix + i + 1 is causal prefill.
+struct WindowSoftmaxP {
+    long long window;
+    std::vector<double> operator()(const std::vector<double>& s) const {
+        const long long n = static_cast<long long>(s.size());
+        const long long first = n > window ? n - window : 0;  // s holds positions 0 .. n - 1 = prefix + i
+        double m = -INFINITY;
+        for (long long t = first; t < n; ++t) m = std::max(m, s[t]);
+        std::vector<double> p(s.size(), 0.0);
+        double sum = 0;
+        for (long long t = first; t < n; ++t) sum += (p[t] = std::exp(s[t] - m));
+        for (long long t = first; t < n; ++t) p[t] /= sum;
+        return p;
+    }
+};
+
+template <class Inputs>
+std::vector<double> sliding_window_prefill(const Inputs& in, double scale, long long window) {
+    if (window < 1) {
+        std::ostringstream msg;
+        msg << "sliding_window_prefill: the window must hold at least 1 position (got " << window << ")";
+        throw std::invalid_argument(msg.str());
+    }
+    return causal_prefill(in, scale, WindowSoftmaxP{window});
+}
+
 }  // namespace pa::reference

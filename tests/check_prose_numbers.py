@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """No measured figure in README prose: a number with a unit of measurement (us, ms, %, x as in
-1.8x, GB/s, TB/s, TFLOPS) in a README.md outside the generated table blocks (<!-- table:NAME -->
+1.8x, GB/s, TB/s, TFLOPS) in a README.md (the top one, each lesson's and each exercise's) or in
+TEACHING.md outside the generated table blocks (<!-- table:NAME -->
 ... <!-- /table:NAME -->), code blocks and inline code is a figure someone copied by hand, and goes
 stale with the next run. It belongs in a generated block, or in the lesson's NOTES.md (the lab
 notebook, dated) if it is history. Fixed facts (a page is 16 tokens, 99 KiB of shared memory)
@@ -40,7 +41,8 @@ def prose_lines(text):
 
 def main():
     repo = Path(sys.argv[1]) if len(sys.argv) > 1 else Path(__file__).resolve().parent.parent
-    files = [repo / "README.md"] + sorted((repo / "lessons").glob("*/README.md"))
+    files = ([repo / "README.md", repo / "TEACHING.md"] + sorted((repo / "lessons").glob("*/README.md"))
+             + sorted((repo / "lessons").glob("*/exercise/README.md")))
     hits = 0
     for f in files:
         for n, line in prose_lines(f.read_text(encoding="utf-8")):

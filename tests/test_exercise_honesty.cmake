@@ -4,8 +4,8 @@
 #     print EXPECT (a regular expression); the JSON's exit_code must be RC; with RATIO=lo,hi its
 #     speed ratio must lie in [lo, hi] (the lesson's own kernel against itself: near 1).
 #   MODE=cli (no GPU needed): --help exits 0; each command line of BAD ('|' between them) exits 2
-#     with one line 'error: ...' on stderr; with no visible GPU (CUDA_VISIBLE_DEVICES=-1) the
-#     grader exits 3 and its --json says "no_gpu".
+#     with one line 'error: ...' on stderr; with GPU_EXERCISE set and no visible GPU
+#     (CUDA_VISIBLE_DEVICES=-1), `--grade --exercise GPU_EXERCISE` exits 3 and its --json says "no_gpu".
 #
 #   cmake -DMODE=grade -DEXE=<grader> -DEXERCISE=fill -DRC=1 "-DEXPECT=all zeros" -DJSON=<file> -P test_exercise_honesty.cmake
 if(NOT EXE OR NOT JSON)
@@ -28,7 +28,11 @@ if(MODE STREQUAL "cli")
     endif()
     message(STATUS "${line}: ${err}")
   endforeach()
-  execute_process(COMMAND ${CMAKE_COMMAND} -E env CUDA_VISIBLE_DEVICES=-1 ${EXE} --grade --json ${JSON}
+  if(NOT GPU_EXERCISE)
+    message(STATUS "${EXE}: --help 0, bad input 2 (every exercise is graded without a GPU)")
+    return()
+  endif()
+  execute_process(COMMAND ${CMAKE_COMMAND} -E env CUDA_VISIBLE_DEVICES=-1 ${EXE} --grade --exercise ${GPU_EXERCISE} --json ${JSON}
                   RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
   if(NOT rc EQUAL 3)
     message(FATAL_ERROR "${EXE} with no visible GPU exited ${rc} (expected 3)\nstdout: ${out}\nstderr: ${err}")

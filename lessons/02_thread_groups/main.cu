@@ -201,6 +201,7 @@ int timeline_main(const pa::Flags& f, const std::vector<pa::DecodeShape>& shapes
         r.us_min = spans.front();
         r.bytes = m.bytes;
         r.gbps = m.bytes / (m.end_last * 1e-6) / 1e9;
+        r.read_bw_gbps = read_bw;
         r.pct_read_bw = 100.0 * *r.gbps / read_bw;
         r.check = "PASS";
         const std::pair<const char*, double> cols[] = {

@@ -107,6 +107,7 @@ void add_row(std::vector<pa::ResultRow>& rows, const pa::DeviceInfo& info, doubl
     r.us_min = m.timing.us_min;
     r.bytes = static_cast<double>(bytes);
     r.gbps = bytes / (m.timing.us_median * 1e-6) / 1e9;
+    r.read_bw_gbps = read_bw;
     r.pct_read_bw = 100.0 * *r.gbps / read_bw;
     r.check = m.check.pass ? "PASS" : "FAIL";
     r.rel_err = m.check.rel_err;

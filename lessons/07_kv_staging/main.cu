@@ -196,6 +196,7 @@ void name_row(const BenchContext& ctx, const StagingShape& s, const std::string&
     r.set_extra("stage", stage);
     r.set_extra("copies", std::to_string(copies));
     r.set_extra("pct_copy_bw", pa::strf("%.1f", 100.0 * *r.gbps / ceiling_gbps));
+    r.set_extra("copy_bw_gbps", pa::strf("%.1f", ceiling_gbps));  // the ceiling pct_copy_bw is of
     r.set_extra("gpus", std::to_string(gpus));
     r.set_extra("tp", pa::strf("%dto%d", s.tp.prefill_tp, s.tp.decode_tp));
     r.set_extra("layers", std::to_string(s.layers));

@@ -271,9 +271,11 @@ std::vector<pa::ResultRow> bench_prefill(const pa::BenchSetup& setup, double mma
         r.us_min = tm.us_min;
         r.bytes = bytes;
         r.gbps = bytes / (tm.us_median * 1e-6) / 1e9;
+        r.read_bw_gbps = setup.read_bw_gbps;
         r.pct_read_bw = 100.0 * *r.gbps / setup.read_bw_gbps;
         r.flops = flops;
         r.tflops = flops / (tm.us_median * 1e-6) / 1e12;
+        r.mma_peak_tflops = mma_tflops;
         r.pct_mma_peak = 100.0 * *r.tflops / mma_tflops;
         r.check = pass ? "PASS" : "FAIL";
         r.rel_err = std::max(before.rel_err, after.rel_err);

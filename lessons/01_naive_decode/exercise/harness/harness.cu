@@ -124,37 +124,15 @@ std::string usage() {
            "With no flags: --grade --exercise fill.\n";
 }
 
-std::vector<pa::LessonFlag> lesson_flags() {
-    return {
-        {"--grade", false, "--grade            grade (the default)", {}},
-        {"--exercise", true, "--exercise NAME    fill (student.cuh, the default) or window (window.cuh)", {}},
-        {"--json", true, "--json FILE        also write the result as JSON (for a class-grading script)", {}},
-        {"--timeout", true, "--timeout S        seconds one launch may take before it counts as a hang (default 10)", {}},
-    };
-}
-
 }  // namespace
 
 int run(int argc, char** argv, const Graded& g) {
-    const pa::Flags f = pa::parse_flags_or_exit(argc, argv, usage(), lesson_flags());
-    if (f.check_only || f.bench_only || !f.shapes.empty() || f.explicit_shape() || f.dtype || !f.csv.empty() ||
-        !f.variant.empty())
-        pa::exit_bad_input(kProgram, "the grader chooses its own shapes and variants: it takes --exercise, --seed, --json, "
-                                     "--timeout, --iters");
-    const std::string exercise = f.has("--exercise") ? f.lesson.at("--exercise") : "fill";
-    if (exercise != "fill" && exercise != "window")
-        pa::exit_bad_input(kProgram, "--exercise must be fill or window, got '" + exercise + "'");
-    double timeout = 10;
-    try {
-        timeout = f.lesson_real("--timeout", 1, 3600, 10);
-    } catch (const pa::FlagError& e) {
-        pa::exit_bad_input(kProgram, e.what());
-    }
+    const pa::exercise::GradeFlags f = pa::exercise::parse_grade_flags(argc, argv, kProgram, usage(), {"fill", "window"});
+    const std::string& exercise = f.exercise;
     const GradedKernel& k = exercise == "fill" ? g.fill : g.window;
     if (!k.why_not)
         pa::exit_bad_input(kProgram, "this build (" + g.build + ") has no graded file for the " + exercise +
                                          " exercise; lesson01_exercise has both");
-    if (f.has("--json") && f.lesson.at("--json").empty()) pa::exit_bad_input(kProgram, "--json needs a file name");
 
     pa::exercise::GraderSpec spec;
     spec.program = kProgram;
@@ -174,9 +152,9 @@ int run(int argc, char** argv, const Graded& g) {
     for (const char* name : {"llama7b-B32-ctx1k", "llama70b-B4-ctx2k", "mqa-B16-ctx4k"})
         spec.timing_shapes.push_back(*pa::find_shape(name));
     spec.timing_window = kFullWindow;  // the window kernel at W >= ctx does the lesson's work
-    spec.json = f.has("--json") ? f.lesson.at("--json") : "";
-    spec.timeout_s = timeout;
-    spec.iters = std::min(f.iters, 20);
+    spec.json = f.json;
+    spec.timeout_s = f.timeout_s;
+    spec.iters = f.iters;
     return pa::exercise::grade(spec);
 }
 

@@ -1,0 +1,62 @@
+// Lesson 02's exercise grader, the read-only part: flags, cases, references, suspects, and
+// step 1 (the lesson's own kernel) as the speed baseline. Compiled once
+// (lesson02_exercise_harness); each grader executable adds only its graded files (graded_main.cu).
+#pragma once
+
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "exercise_grader.cuh"
+#include "shapes.h"
+
+namespace lesson02_exercise {
+
+constexpr int kThreads = 128;  // threads per CTA of every graded kernel, as in step 1
+
+// What one check runs with, besides the shape: the thread-group size, and (softcap exercise)
+// the cap, 0 for none. The common grader hands each check one int, its "window"; lesson 02 has
+// no window, so the int carries these instead, as kFullWindow + cap * 32 + tgs: at or above
+// kFullWindow, so the grader prints and records no window. Each case's name says both
+// ("ctx-1/tgs4", "mqa/cap5").
+struct Param {
+    int tgs = 8;
+    int cap = 0;
+};
+int encode(Param p);
+Param decode(int window);
+
+// The (dtype, head size) pairs every graded build instantiates: fp16 D 64 and 128, bf16 D 128,
+// each at TGS 4, 8 and 16 (the fill-in) or 8 (the softcap exercise).
+const std::vector<pa::exercise::KernelInstance>& instances();
+
+// "" if `kernel` (a graded instantiation) can hold the shape's logits in shared memory on
+// this GPU, else one line naming the shape and the limit.
+std::string smem_why_not(const pa::DecodeShape& s, const void* kernel);
+
+// A graded kernel: why it cannot run a shape, and its launcher (`window` is encode(Param)).
+struct GradedKernel {
+    std::function<std::string(const pa::DecodeShape&)> why_not;  // unset: this build has no such file
+    pa::exercise::GradedLaunch launch;
+};
+struct Graded {
+    std::string build;  // "student", "lesson + solution", "mutant fill_stops_early", ...
+    GradedKernel fill, softcap;
+};
+
+// The cases of an exercise ("fill" or "softcap") for a seed: Table A, 8 seeded shapes and the
+// edge cases (fp16 D 128, and mixed lengths in bf16 and at D 64), each with the one Param it
+// runs with. Host only.
+std::vector<pa::exercise::GradeCase> grade_cases(const std::string& exercise, uint64_t seed);
+
+// The element d of a head of size D that lane l of a thread group of TGS lanes multiplies
+// (step 1's layout: pieces of min(8, D / TGS) elements, piece c on lane c % TGS).
+int lane_of_element(int d, int D, int tgs);
+
+// The known wrong answers of an exercise (see pa::exercise::diagnose). Host only.
+std::vector<pa::exercise::Suspect> suspects(const std::string& exercise, const pa::DecodeProblem& p, int window);
+
+// main() of every grader executable.
+int run(int argc, char** argv, const Graded& g);
+
+}  // namespace lesson02_exercise

@@ -1,0 +1,163 @@
+// Mutant (known wrong) of the gate exercise: the floor is alpha itself, not alpha * gamma, so it
+// does not scale with the weights: at gamma 2 it cuts half as deep as it should, at 0.5 twice.
+// The grader must fail it (exit code 1) and print (a regular expression): FAIL gate [-a-z0-9 =.]+: the floor is alpha, not alpha times gamma
+#pragma once
+
+#include "gated_tile.cuh"
+
+namespace ex_gate {
+
+using namespace lesson05;
+
+// The lesson's gate of token t (gate_token: p[h] in [0, gamma], 0 past the end and for heads
+// past the group), then the floor.
+template <int REGION>
+__device__ __forceinline__ void floor_gate_token(float (&p)[kHeads], const float* scores, const float* carry_in,
+                                                 float* carry_out, int t, int n, int num_heads, GateArgs gate,
+                                                 float alpha) {
+    gate_token<REGION>(p, scores, carry_in, carry_out, t, n, num_heads, gate);
+    const float floor = alpha;  // WRONG: not scaled by gamma
+#pragma unroll
+    for (int h = 0; h < kHeads; ++h) {
+        if (h < num_heads && t < n) {
+            p[h] = fmaxf(p[h] - floor, 0.f);  // exactly 0 at or below the floor: the token is not needed
+        }
+    }
+}
+
+template <class scalar_t, int CTAS_PER_SM, int SEQS,  // SEQS: sequences per CTA (CtaSeqs)
+          int STAGES = default_stages(CTAS_PER_SM)>  // the ring: Layout
+__global__ void __launch_bounds__(kThreads, CTAS_PER_SM)
+floor_gated_kernel(scalar_t* __restrict__ out,             // [B, H, D]
+                             const scalar_t* __restrict__ q,         // [B, H, D]
+                             const scalar_t* __restrict__ k_cache,   // [num_blocks, Hkv, block_size, D]
+                             const scalar_t* __restrict__ v_cache,   // [num_blocks, Hkv, block_size, D]
+                             const int* __restrict__ block_table,    // [B, max_blocks_per_seq]
+                             const int* __restrict__ context_lens,   // [B]
+                             int H, int Hkv, int group, int block_size, int max_blocks_per_seq, float scale, GateArgs gate,
+                             int B, float alpha) {  // alpha: the floor, a fraction of gamma
+    using L = Layout<CTAS_PER_SM, STAGES>;
+    constexpr int kStages = L::kStages;
+    constexpr int kBufs = L::kBufs;
+    const int kv_head = blockIdx.x;
+    const int first_head = kv_head * group;
+    const int num_heads = group;  // <= kHeads
+    const CtaSeqs<SEQS> w(context_lens, B);  // this CTA's sequences: one run of w.total tiles
+
+    extern __shared__ __align__(16) unsigned char smem[];
+    const Smem<scalar_t> sm = carve_smem<scalar_t, CTAS_PER_SM, STAGES>(smem);
+    __shared__ uint64_t full[kStages], empty[kStages];
+    __shared__ uint64_t listed[kBufs];  // the list of tile i is in rows[i % kBufs], its length in nnz_of[i % kBufs]
+    __shared__ int nnz_of[kBufs];
+    // needed tokens of each gate warp in the current tile; on 16 bytes, so that the compiler's
+    // wide load of the four counts reads nothing else (nnz_of, written meanwhile)
+    __shared__ __align__(16) int warp_count[kGateThreads / 32];
+    if (threadIdx.x == 0) {
+        for (int i = 0; i < kStages; ++i) {
+            pa::mbarrier_init(&full[i], kProducerThreads);
+            pa::mbarrier_init(&empty[i], kConsumerThreads);
+        }
+        for (int b = 0; b < kBufs; ++b) pa::mbarrier_init(&listed[b], kConsumerThreads);
+    }
+    __syncthreads();  // the last CTA-wide barrier: from here on the two roles only meet at full/empty
+
+    if (threadIdx.x >= kConsumerThreads) {
+        // Producers: stream position s uses slot s % kStages once the consumers have
+        // released its previous tile (use s / kStages - 1 of `empty`).
+        RunProducer<scalar_t, L::kBulkCopies, SEQS> producer(threadIdx.x - kConsumerThreads, k_cache, v_cache, block_table,
+                                                       max_blocks_per_seq, Hkv, kv_head, block_size, w, sm.pages,
+                                                       L::kPageSlots);
+        for (int s = 0; s < 2 * w.total; ++s) {
+            const int slot = s % kStages;
+            if (s >= kStages) pa::mbarrier_wait(&empty[slot], (s / kStages + 1) & 1);
+            scalar_t* buf = sm.tiles + slot * kTileElems;
+            const StreamItem item = stream_item<L::kAhead>(s, w.total);
+            if (!item.is_v) {
+                producer.copy_k(buf, item.tile, &full[slot]);
+            } else {
+                pa::mbarrier_wait(&listed[item.tile % kBufs], (item.tile / kBufs) & 1);
+                const uint8_t* list = sm.rows + (item.tile % kBufs) * kTile;  // tokens of the tile some head uses
+                const int nnz = nnz_of[item.tile % kBufs];
+                producer.copy_v(buf, item.tile, (nnz + 15) / 16 * 16, [&](int j) { return j < nnz ? list[j] : -1; },
+                                true, &full[slot]);
+            }
+        }
+        cp_async_wait_all();
+        return;
+    }
+
+    // Consumers.
+    const int lane = threadIdx.x % 32;
+    const int warp = threadIdx.x / 32;
+    const int tid = threadIdx.x;
+    uint32_t qf[kHeadSize / 16][2];
+    load_q_fragments(qf, q, w.seq0, H, first_head, num_heads, lane);
+    if (SEQS > 1 && w.count > 1 && warp == 0) prefetch_q(q, w.seq1, H, first_head, num_heads, lane);
+    if (tid < 3 * kHeads * 2) sm.carry[tid] = 0.f;  // carry[2] stays 0: r before a sequence's first token
+    pa::named_barrier_sync<kConsumerBarrier, kConsumerThreads>();
+
+    float acc[4] = {0.f, 0.f, 0.f, 0.f};
+    for (int s = 0; s < 2 * w.total; ++s) {
+        const int slot = s % kStages;
+        const StreamItem item = stream_item<L::kAhead>(s, w.total);
+        const int i = item.tile;
+        scalar_t* pb = sm.p16 + (i % kBufs) * kHeads * kPStride;  // p16[i % kBufs]: [kHeads][kPStride]
+        pa::mbarrier_wait(&full[slot], (s / kStages) & 1);
+        scalar_t* buf = sm.tiles + slot * kTileElems;
+        if (item.is_v) {  // PV of tile i: the nnz listed rows of its V tile
+            pa::mbarrier_wait(&listed[i % kBufs], (i / kBufs) & 1);  // complete long ago: orders nnz_of and the padding
+            pv_steps(acc, buf, pb, (nnz_of[i % kBufs] + 15) / 16, warp, lane);
+            pa::mbarrier_arrive(&empty[slot]);
+            if (w.ends_sequence(i)) {  // the last V tile of a sequence: its output is complete
+                store_output(out, acc, w.seq_of(i), H, first_head, num_heads, warp, lane);
+                acc[0] = acc[1] = acc[2] = acc[3] = 0.f;
+            }
+            continue;
+        }
+        // 1. scores of tile i
+        const int n = w.tokens_in(i);  // tokens of this tile
+        float* scores = scores_of<L>(buf, sm);  // in this K slot, or the scores buffer (score_index)
+        qk_tile<L::kScoreRegion>(scores, buf, qf, n, scale, warp, lane);
+        // the first sequence's last QK is done: the second one's q loads while this tile's gate runs
+        if (SEQS > 1 && w.count > 1 && i + 1 == w.tiles0) load_q_fragments(qf, q, w.seq1, H, first_head, num_heads, lane);
+        release_k_after_qk<L>(&empty[slot], tid);
+        pa::named_barrier_sync<kConsumerBarrier, kConsumerThreads>();  // A
+        // 2. the gate, and the list: the needed tokens of the tile in increasing order in
+        //    rows[i % kBufs], their weights in the same columns of p16[i % kBufs]
+        float p[kHeads];
+        bool needed = false;
+        int before = 0;  // needed tokens of the lanes below this one, in this warp
+        if (tid < kGateThreads) {
+            floor_gate_token<L::kScoreRegion>(p, scores, sm.carry + (w.starts_sequence(i) ? 2 : (i + 1) % 2) * 2 * kHeads, sm.carry + (i % 2) * 2 * kHeads, tid, n,
+                       num_heads, gate, alpha);
+            release_k_after_gate<L>(&empty[slot]);
+#pragma unroll
+            for (int h = 0; h < kHeads; ++h) needed |= p[h] != 0.f;
+            const unsigned mask = __ballot_sync(0xffffffffu, needed);  // whole warps: kGateThreads % 32 == 0
+            before = __popc(mask & ((1u << lane) - 1u));
+            if (lane == 0) warp_count[warp] = __popc(mask);
+        }
+        pa::named_barrier_sync<kConsumerBarrier, kConsumerThreads>();  // B: every warp's count is written
+        int nnz = 0, offset = 0;
+#pragma unroll
+        for (int w = 0; w < kGateThreads / 32; ++w) {
+            offset += w < warp ? warp_count[w] : 0;
+            nnz += warp_count[w];
+        }
+        if (needed) {
+            const int slot = offset + before;
+            sm.rows[(i % kBufs) * kTile + slot] = static_cast<uint8_t>(tid);
+#pragma unroll
+            for (int h = 0; h < kHeads; ++h) pb[h * kPStride + slot] = pa::from_float<scalar_t>(p[h]);
+        }
+        // the weights of rows nnz .. round16(nnz) - 1, which the last mma step reads, are 0
+        if (tid >= nnz && tid < (nnz + 15) / 16 * 16) {
+#pragma unroll
+            for (int h = 0; h < kHeads; ++h) pb[h * kPStride + tid] = pa::from_float<scalar_t>(0.f);
+        }
+        if (tid == 0) nnz_of[i % kBufs] = nnz;
+        pa::mbarrier_arrive(&listed[i % kBufs]);  // the list is complete: the producers may copy V_i
+    }
+}
+
+}  // namespace ex_gate
