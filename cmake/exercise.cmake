@@ -21,7 +21,8 @@
 #   <lesson>_exercise_submission with -DPA_EXERCISE_SUBMISSION=<lesson>/<exercise>=<file>: that file
 #                                alone (scripts/grade_class.sh grades a class this way)
 # The student's and the answers' builds compile for ARCHS; each mutant, which is only checked,
-# for the lowest of them (the driver JIT-compiles its PTX on a newer GPU), to keep CI lean.
+# for the lowest of them (the driver JIT-compiles its PTX on a newer GPU), to keep CI lean. The
+# answers, the mutants and the tests exist only with PA_BUILD_TESTS.
 #
 # Honesty tests (tests/CMakeLists.txt reads the global properties): the untouched skeletons fail
 # with SKELETON_FAILS, every mutant fails as its header says, the answers pass; and a CLI test:
@@ -66,6 +67,13 @@ function(pa_add_exercise)
   endmacro()
 
   pa_exercise_executable(${E_LESSON}_exercise "student" "${E_ARCHS}" ${E_GRADED})
+  if(PA_EXERCISE_SUBMISSION MATCHES "^${E_LESSON}/([a-z0-9]+)=(.+)$")
+    get_filename_component(file "${CMAKE_MATCH_2}" ABSOLUTE)
+    pa_exercise_executable(${E_LESSON}_exercise_submission "submission ${file}" "${E_ARCHS}" "${CMAKE_MATCH_1}=${file}")
+  endif()
+  if(NOT PA_BUILD_TESTS)
+    return()  # the answers' and the mutants' builds exist for the honesty tests
+  endif()
   pa_exercise_executable(${E_LESSON}_exercise_reference "lesson + solution" "${E_ARCHS}" ${E_ANSWERS})
   foreach(pair IN LISTS E_SKELETON_FAILS)
     string(REGEX MATCH "^([a-z0-9]+)=(.*)$" _ "${pair}")
@@ -119,8 +127,4 @@ function(pa_add_exercise)
   set_property(GLOBAL APPEND PROPERTY PA_EXERCISE_CLI ${E_LESSON})
   set_property(GLOBAL PROPERTY PA_EXERCISE_CLI_${E_LESSON} "${E_LESSON}_exercise" "${E_CLI_BAD}" "${gpu_exercise}")
 
-  if(PA_EXERCISE_SUBMISSION MATCHES "^${E_LESSON}/([a-z0-9]+)=(.+)$")
-    get_filename_component(file "${CMAKE_MATCH_2}" ABSOLUTE)
-    pa_exercise_executable(${E_LESSON}_exercise_submission "submission ${file}" "${E_ARCHS}" "${CMAKE_MATCH_1}=${file}")
-  endif()
 endfunction()

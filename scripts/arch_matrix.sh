@@ -40,6 +40,7 @@ for spec in "native:$native_dir:none" "sm80:build-sm80:163" "sm80:build-sm80:99"
     IFS=: read -r build dir cap <<<"$spec"
     for exe in "$dir"/bin/lesson[0-9][0-9]_*; do
         [ -x "$exe" ] || continue
+        [[ "$exe" != *_exercise* ]] || continue  # the exercises' graders (lessons/NN/exercise/)
         name=$(basename "$exe")
         nn=$(cut -c7-8 <<<"$name")
         if [ -n "$only" ] && [[ ",$only," != *",$nn,"* ]]; then continue; fi

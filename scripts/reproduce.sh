@@ -100,7 +100,7 @@ while IFS= read -r exe; do
     nn=$(basename "$exe" | cut -c7-8)
     if [ -n "$lessons_arg" ] && [[ ",$lessons_arg," != *",$nn,"* ]]; then continue; fi
     built+=("$nn")
-done < <(find "$PA_BUILD_DIR/bin" -maxdepth 1 -name 'lesson[0-9][0-9]_*' -perm -u+x | LC_ALL=C sort)
+done < <(find "$PA_BUILD_DIR/bin" -maxdepth 1 -name 'lesson[0-9][0-9]_*' ! -name '*_exercise*' -perm -u+x | LC_ALL=C sort)
 # Lessons with no executable: CMake skipped them for this GPU's architecture (its configure
 # output, in the build log, says why), or there is no such lesson.
 wanted=()

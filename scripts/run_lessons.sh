@@ -44,7 +44,7 @@ while IFS= read -r exe; do
     nn=$(basename "$exe" | cut -c7-8)  # lessonNN_...
     if [ -n "$only" ] && [[ ",$only," != *",$nn,"* ]]; then continue; fi
     if [ -f "$exe" ] && [ -x "$exe" ]; then lessons+=("$exe"); fi
-done < <(find "$PA_BUILD_DIR/bin" -maxdepth 1 -name 'lesson[0-9][0-9]_*' 2>/dev/null | LC_ALL=C sort)
+done < <(find "$PA_BUILD_DIR/bin" -maxdepth 1 -name 'lesson[0-9][0-9]_*' ! -name '*_exercise*' 2>/dev/null | LC_ALL=C sort)
 [ "${#lessons[@]}" -gt 0 ] || pa_fail "No lesson executables in $PA_BUILD_DIR/bin after the build (did every lesson get skipped for the configured GPU architectures?)."
 
 if ! pa_gpu_visible; then

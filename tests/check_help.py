@@ -15,7 +15,8 @@ from pathlib import Path
 def main():
     bin_dir = Path(sys.argv[1])
     repo = Path(sys.argv[2]) if len(sys.argv) > 2 else Path(__file__).resolve().parent.parent
-    exes = sorted(p for p in bin_dir.glob("lesson[0-9][0-9]_*") if p.is_file())
+    # the lessons' executables, not the exercises' graders (lessonNN_exercise*)
+    exes = sorted(p for p in bin_dir.glob("lesson[0-9][0-9]_*") if p.is_file() and "_exercise" not in p.name)
     if not exes:
         print(f"check_help: no lesson executables in {bin_dir}")
         return 1
