@@ -118,7 +118,7 @@ TEST_CASE("lesson 05 exercise: a token keeps a weight exactly where r - sigma * 
     }
 }
 
-TEST_CASE("lesson 05 exercise: the floor's alpha is refused outside [0, 1)", "[exercise]") {
+TEST_CASE("lesson 05 exercise: the floor's alpha is refused unless 0 <= alpha < 1", "[exercise]") {
     const std::vector<double> s = {0.5, 1.0};
     const GateParams g = gate(0.0, 1.0);
     CHECK_THROWS_AS(pa::reference::floor_gate_weights(s, g, -0.1), std::invalid_argument);
