@@ -16,7 +16,7 @@
 namespace pa::exercise {
 
 Watchdog::Watchdog(double seconds, std::function<void(const std::string&)> on_hang)
-    : seconds_(seconds), on_hang_(std::move(on_hang)), thread_([this] { run(); }) {}
+    : seconds_(seconds), armed_seconds_(seconds), on_hang_(std::move(on_hang)), thread_([this] { run(); }) {}
 
 Watchdog::~Watchdog() {
     {
@@ -27,12 +27,13 @@ Watchdog::~Watchdog() {
     thread_.join();
 }
 
-void Watchdog::arm(const std::string& what) {
+void Watchdog::arm(const std::string& what, double seconds) {
     {
         std::lock_guard<std::mutex> lk(mu_);
         what_ = what;
+        armed_seconds_ = seconds > 0 ? seconds : seconds_;
         deadline_ = std::chrono::steady_clock::now() +
-                    std::chrono::milliseconds(static_cast<long long>((seconds_ + 2.0) * 1000.0));
+                    std::chrono::milliseconds(static_cast<long long>((armed_seconds_ + 2.0) * 1000.0));
         armed_ = true;
     }
     cv_.notify_all();
@@ -69,7 +70,7 @@ void Watchdog::hang(const std::string& what) {
     const std::string line =
         strf("HANG %s: no result after %.0f s (a spin-wait that never ends, or a barrier or full-mask shuffle that "
              "some threads never reach)",
-             what.c_str(), seconds_);
+             what.c_str(), armed_seconds_);
     std::fflush(stdout);
     std::printf("%s\n", line.c_str());
     std::fflush(stdout);
@@ -270,6 +271,21 @@ int grade(const GraderSpec& spec) {
             std::vector<double> us[2];  // [0] student, [1] lesson
             std::vector<cudaEvent_t> ev(2 * spec.iters);
             for (auto& e : ev) CUDA_CHECK(cudaEventCreate(&e));
+            // One untimed launch of each first: the lesson's kernel has not run yet in this
+            // process, and its first launch may load its module and, on a GPU newer than the
+            // build's architectures, JIT-compile its PTX (seconds, not a hang).
+            for (int who = 0; who < 2; ++who) {
+                const std::string what = strf("%s first launch on %s (%s)", spec.exercise.c_str(), s.name.c_str(),
+                                              who == 0 ? "student" : "lesson");
+                wd.arm(what, std::max(wd.seconds(), 300.0));
+                PagedDecodeArgs a = dev.args(0);
+                if (who == 0) a.out = student_out.get();
+                if (who == 0 && spec.poison_extra) spec.poison_extra(a, stream);
+                if (who == 0) spec.student(a, spec.timing_window, stream);
+                else spec.lesson(a, stream);
+                wait_stream(stream, wd, what);
+                wd.disarm();
+            }
             int copy = 0;
             for (int round = 0; round < spec.rounds; ++round) {
                 for (int k = 0; k < 2; ++k) {

@@ -36,16 +36,18 @@ class Watchdog {
     Watchdog& operator=(const Watchdog&) = delete;
 
     // From now until disarm(), `what` must finish within seconds() (the thread allows two more,
-    // so that wait_stream, which polls, names the hang first).
-    void arm(const std::string& what);
+    // so that wait_stream, which polls, names the hang first). `seconds` > 0 allows that much
+    // instead, for this arming only (a first launch, which may load and JIT-compile a module).
+    void arm(const std::string& what, double seconds = 0);
     void disarm();
-    double seconds() const { return seconds_; }
+    double seconds() const { return armed_seconds_; }  // the current arming's allowance
     // Prints "HANG <what>: ..." (one line), runs on_hang, exits with 4. Never returns.
     [[noreturn]] void hang(const std::string& what);
 
   private:
     void run();
     const double seconds_;
+    double armed_seconds_;  // seconds_, or the current arming's own allowance
     std::function<void(const std::string&)> on_hang_;
     std::mutex mu_;
     std::condition_variable cv_;
