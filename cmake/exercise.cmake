@@ -36,6 +36,81 @@ function(pa_exercise_honesty name exe exercise rc expect ratio labels)
                "EXE=${exe}" "EXERCISE=${exercise}" "RC=${rc}" "EXPECT=${expect}" "RATIO=${ratio}" "LABELS=${labels}" ${ARGN})
 endfunction()
 
+# A mutant file (exercise/mutants/<name>.mutant) is a known-wrong answer written as the graded
+# file it is made from plus the changes that make it wrong, so that it shows only its mistake:
+#
+#   // <what it gets wrong, and why the grader must catch it>
+#   // The grader must fail it (exit code N) and print (a regular expression): <regex>
+#   //
+#   // This mutant is <base file, relative to exercise/> with the changes below (cmake/exercise.cmake applies them).
+#   @@ replace
+#   <lines of the base file, which must occur in it exactly once>
+#   @@ with
+#   <the lines that replace them>
+#   @@ end
+#   ... (more blocks)
+#
+# pa_exercise_mutant(<exercise dir> <mutant file> <output file> <rc var> <expect var>) writes the
+# mutant's graded file: its header comment, then the base file after its own header comment, with
+# every block applied in order. A block whose lines do not occur exactly once stops the configure.
+function(pa_exercise_mutant dir file out rc_var expect_var)
+  set_property(DIRECTORY APPEND PROPERTY CMAKE_CONFIGURE_DEPENDS ${dir}/${file})
+  file(READ ${dir}/${file} text)
+  string(REGEX MATCH "// The grader must fail it \\(exit code ([0-9]+)\\) and print \\(a regular expression\\): ([^\n]+)" _ "${text}")
+  if(NOT CMAKE_MATCH_1)
+    message(FATAL_ERROR "${dir}/${file}: its header does not say what the grader must print")
+  endif()
+  set(${rc_var} ${CMAKE_MATCH_1} PARENT_SCOPE)
+  set(${expect_var} "${CMAKE_MATCH_2}" PARENT_SCOPE)
+  string(FIND "${text}" "\n//\n// This mutant is " header_end)
+  string(REGEX MATCH "// This mutant is ([^ \n]+) with the changes below" _ "${text}")
+  if(header_end EQUAL -1 OR NOT CMAKE_MATCH_1)
+    message(FATAL_ERROR "${dir}/${file}: no line '// This mutant is <file> with the changes below'")
+  endif()
+  set(base ${CMAKE_MATCH_1})
+  set_property(DIRECTORY APPEND PROPERTY CMAKE_CONFIGURE_DEPENDS ${dir}/${base})
+  math(EXPR header_end "${header_end} + 1")
+  string(SUBSTRING "${text}" 0 ${header_end} header)
+  # The base file after its own header comment (its leading lines that start with //).
+  file(READ ${dir}/${base} body)
+  while(body MATCHES "^//")
+    string(FIND "${body}" "\n" eol)
+    math(EXPR eol "${eol} + 1")
+    string(SUBSTRING "${body}" ${eol} -1 body)
+  endwhile()
+  # The blocks, in order.
+  string(FIND "${text}" "@@ replace\n" at)
+  while(NOT at EQUAL -1)
+    math(EXPR at "${at} + 11")
+    string(SUBSTRING "${text}" ${at} -1 text)
+    string(FIND "${text}" "@@ with\n" with_at)
+    string(FIND "${text}" "@@ end\n" end_at)
+    if(with_at EQUAL -1 OR end_at EQUAL -1 OR end_at LESS with_at)
+      message(FATAL_ERROR "${dir}/${file}: a '@@ replace' block without its '@@ with' and '@@ end'")
+    endif()
+    string(SUBSTRING "${text}" 0 ${with_at} old)
+    math(EXPR new_at "${with_at} + 8")
+    math(EXPR new_len "${end_at} - ${new_at}")
+    string(SUBSTRING "${text}" ${new_at} ${new_len} new)
+    string(FIND "${body}" "${old}" first)
+    string(FIND "${body}" "${old}" last REVERSE)
+    if(first EQUAL -1 OR NOT first EQUAL last OR old STREQUAL "")
+      message(FATAL_ERROR "${dir}/${file}: the lines of a '@@ replace' block do not occur exactly once in ${base}:\n${old}")
+    endif()
+    string(LENGTH "${old}" old_len)
+    math(EXPR after "${first} + ${old_len}")
+    string(SUBSTRING "${body}" 0 ${first} before)
+    string(SUBSTRING "${body}" ${after} -1 rest)
+    set(body "${before}${new}${rest}")
+    math(EXPR end_at "${end_at} + 7")
+    string(SUBSTRING "${text}" ${end_at} -1 text)
+    string(FIND "${text}" "@@ replace\n" at)
+  endwhile()
+  file(WRITE ${out}.tmp "${header}${body}")
+  file(COPY_FILE ${out}.tmp ${out} ONLY_IF_DIFFERENT)
+  file(REMOVE ${out}.tmp)
+endfunction()
+
 function(pa_add_exercise)
   cmake_parse_arguments(E "" "LESSON;HARNESS;MAIN;ANSWER_RATIO;SOLUTION_RATIO;CLI_BAD"
                         "ARCHS;GRADED;ANSWERS;SKELETON_FAILS;MUTANTS;CPU_EXERCISES" ${ARGN})
@@ -98,22 +173,17 @@ function(pa_add_exercise)
   endforeach()
   foreach(mutant IN LISTS E_MUTANTS)
     string(REGEX MATCH "^[a-z0-9]+" exercise ${mutant})
-    set(file mutants/${mutant}.cuh)
-    file(STRINGS exercise/${file} line REGEX "^// The grader must fail it")
-    if(NOT line MATCHES "exit code ([0-9]+)\\) and print \\(a regular expression\\): (.+)$")
-      message(FATAL_ERROR "${CMAKE_CURRENT_SOURCE_DIR}/exercise/${file}: its header does not say what the grader must print")
-    endif()
-    set(rc ${CMAKE_MATCH_1})
-    set(expect "${CMAKE_MATCH_2}")
-    pa_exercise_executable(${E_LESSON}_exercise_mutant_${mutant} "mutant ${mutant}" "${lowest}" "${exercise}=${file}")
+    pa_exercise_mutant(${CMAKE_CURRENT_SOURCE_DIR}/exercise mutants/${mutant}.mutant
+                       ${CMAKE_CURRENT_BINARY_DIR}/exercise/mutants/${mutant}.cuh rc expect)
+    pa_exercise_executable(${E_LESSON}_exercise_mutant_${mutant} "mutant ${mutant}" "${lowest}"
+                           "${exercise}=${CMAKE_CURRENT_BINARY_DIR}/exercise/mutants/${mutant}.cuh")
     pa_exercise_labels(${exercise} labels)
+    set(extra "")
     if(rc EQUAL 4)
-      pa_exercise_honesty(${E_LESSON}.mutant.${mutant} ${E_LESSON}_exercise_mutant_${mutant} ${exercise} ${rc} "${expect}" ""
-                          "${labels}" --timeout 3)
-    else()
-      pa_exercise_honesty(${E_LESSON}.mutant.${mutant} ${E_LESSON}_exercise_mutant_${mutant} ${exercise} ${rc} "${expect}" ""
-                          "${labels}")
+      set(extra --timeout 3)  # a hang: no need to wait the default 10 s
     endif()
+    pa_exercise_honesty(${E_LESSON}.mutant.${mutant} ${E_LESSON}_exercise_mutant_${mutant} ${exercise} ${rc} "${expect}" ""
+                        "${labels}" ${extra})
   endforeach()
 
   # The first exercise that needs a GPU: the CLI test checks that it exits 3 without one.
