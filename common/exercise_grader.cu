@@ -126,14 +126,14 @@ struct Grading {
 };
 
 // Poison, launch, wait (bounded), download.
-std::vector<uint16_t> run_once(const GraderSpec& spec, DeviceDecodeProblem& dev, int window, cudaStream_t stream,
-                               Watchdog& wd, const std::string& what) {
+std::vector<uint16_t> run_once(const GraderSpec& spec, DeviceDecodeProblem& dev, int window, int param,
+                               cudaStream_t stream, Watchdog& wd, const std::string& what) {
     PagedDecodeArgs a = dev.args(0);
     const size_t n = static_cast<size_t>(a.B) * a.H * a.D;
     wd.arm(what);
     CUDA_CHECK(cudaMemsetAsync(a.out, 0xff, n * sizeof(uint16_t), stream));  // NaN in fp16 and bf16
     if (spec.poison_extra) spec.poison_extra(a, stream);
-    spec.student(a, window, stream);
+    spec.student(a, window, param, stream);
     wait_stream(stream, wd, what);
     std::vector<uint16_t> out(n);
     CUDA_CHECK(cudaMemcpy(out.data(), a.out, n * sizeof(uint16_t), cudaMemcpyDeviceToHost));
@@ -193,8 +193,8 @@ int grade(const GraderSpec& spec) {
             int case_failures = 0;
             for (int w : c.windows) {
                 const std::string label = spec.exercise + " " + c.name + window_label(w);
-                const std::vector<double> ref = spec.reference(p, w);
-                const std::vector<uint16_t> out = run_once(spec, dev, w, stream, wd, label);
+                const std::vector<double> ref = spec.reference(p, w, c.param);
+                const std::vector<uint16_t> out = run_once(spec, dev, w, c.param, stream, wd, label);
                 const CheckResult r = compare_output(out, ref, p.shape.dtype);
                 CaseResult cr;
                 cr.name = c.name;
@@ -204,11 +204,12 @@ int grade(const GraderSpec& spec) {
                 cr.rel_err = r.rel_err;
                 cr.max_abs_err = r.max_abs_err;
                 ++checks;
-                const std::string extra = r.pass && spec.check_extra ? spec.check_extra(p, w) : std::string();
+                const std::string extra = r.pass && spec.check_extra ? spec.check_extra(p, w, c.param) : std::string();
                 if (!r.pass) {
                     ++failures;
                     ++case_failures;
-                    const std::vector<Suspect> suspects = spec.suspects ? spec.suspects(p, w) : std::vector<Suspect>{};
+                    const std::vector<Suspect> suspects =
+                        spec.suspects ? spec.suspects(p, w, c.param) : std::vector<Suspect>{};
                     cr.message = diagnose(out, ref, p.shape.dtype, r, suspects, p.shape.B * p.shape.H, p.shape.D);
                     std::printf("  FAIL %s: %s [this case: %s]\n", label.c_str(), cr.message.c_str(), c.teaches.c_str());
                 } else if (!extra.empty()) {
@@ -281,7 +282,7 @@ int grade(const GraderSpec& spec) {
                 PagedDecodeArgs a = dev.args(0);
                 if (who == 0) a.out = student_out.get();
                 if (who == 0 && spec.poison_extra) spec.poison_extra(a, stream);
-                if (who == 0) spec.student(a, spec.timing_window, stream);
+                if (who == 0) spec.student(a, spec.timing_window, spec.timing_param, stream);
                 else spec.lesson(a, stream);
                 wait_stream(stream, wd, what);
                 wd.disarm();
@@ -299,7 +300,7 @@ int grade(const GraderSpec& spec) {
                         CUDA_CHECK(cudaMemsetAsync(a.out, 0xff, n * sizeof(uint16_t), stream));
                         if (who == 0 && spec.poison_extra) spec.poison_extra(a, stream);
                         CUDA_CHECK(cudaEventRecord(ev[2 * i], stream));
-                        if (who == 0) spec.student(a, spec.timing_window, stream);
+                        if (who == 0) spec.student(a, spec.timing_window, spec.timing_param, stream);
                         else spec.lesson(a, stream);
                         CUDA_CHECK(cudaEventRecord(ev[2 * i + 1], stream));
                     }
@@ -317,9 +318,9 @@ int grade(const GraderSpec& spec) {
             wd.arm(spec.exercise + " re-check " + s.name);
             std::vector<uint16_t> out = student_out.download();
             wd.disarm();
-            CheckResult r = compare_output(out, spec.reference(p, spec.timing_window), s.dtype);
+            CheckResult r = compare_output(out, spec.reference(p, spec.timing_window, spec.timing_param), s.dtype);
             if (r.pass && spec.check_extra) {
-                const std::string extra = spec.check_extra(p, spec.timing_window);
+                const std::string extra = spec.check_extra(p, spec.timing_window, spec.timing_param);
                 if (!extra.empty()) {
                     r.pass = false;
                     r.message = extra;

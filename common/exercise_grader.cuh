@@ -1,7 +1,7 @@
 // The GPU side of a decode lesson's exercise grader (lessons 01-05): check a student's kernel
 // on every case, then time it against the lesson's own kernel, with a watchdog for hangs.
 //
-//   for each case and window: poison the output (NaN) -> launch on a stream -> wait with a
+//   for each case and window (with the case's param): poison the output (NaN) -> launch on a stream -> wait with a
 //   deadline -> compare with the reference -> one line per failure (diagnose names it)
 //   then, only if all pass: student and lesson kernel timed alternately, L2-cold, the output
 //   poisoned before every launch -> the student's last output checked again -> speed ratio
@@ -61,8 +61,9 @@ class Watchdog {
 // A kernel error (illegal address, ...) throws CudaError.
 void wait_stream(cudaStream_t stream, Watchdog& watchdog, const std::string& what);
 
-// A graded kernel's launcher: `window` is the sliding window (kFullWindow: full attention).
-using GradedLaunch = std::function<void(const PagedDecodeArgs&, int window, cudaStream_t)>;
+// A graded kernel's launcher: `window` is the sliding window (kFullWindow: full attention),
+// `param` the case's GradeCase::param.
+using GradedLaunch = std::function<void(const PagedDecodeArgs&, int window, int param, cudaStream_t)>;
 
 struct GraderSpec {
     std::string program;    // "lesson01_exercise"
@@ -76,18 +77,19 @@ struct GraderSpec {
     std::string lesson_variant;  // its name in the lesson ("naive")
     std::function<std::string(const DecodeShape&)> lesson_why_not;
     std::function<void(const PagedDecodeArgs&, cudaStream_t)> lesson;
-    std::function<std::vector<double>(const DecodeProblem&, int window)> reference;
-    // Known wrong answers for a failed (problem, window), tried in order (see diagnose).
-    std::function<std::vector<Suspect>(const DecodeProblem&, int window)> suspects;
+    std::function<std::vector<double>(const DecodeProblem&, int window, int param)> reference;
+    // Known wrong answers for a failed (problem, window, param), tried in order (see diagnose).
+    std::function<std::vector<Suspect>(const DecodeProblem&, int window, int param)> suspects;
     // Optional, for a kernel with a second output or scratch of its own (lesson 03: the split
     // workspace, the log-sum-exp): poison_extra fills those buffers with NaN before every launch
     // of the student's kernel (checks and timing, outside the timed events); check_extra, after
     // each check whose `out` passed and after the re-check, returns "" or one failure line.
     // Unset: only `out` is poisoned and checked.
     std::function<void(const PagedDecodeArgs&, cudaStream_t)> poison_extra;
-    std::function<std::string(const DecodeProblem&, int window)> check_extra;
+    std::function<std::string(const DecodeProblem&, int window, int param)> check_extra;
     std::vector<DecodeShape> timing_shapes;
     int timing_window = kFullWindow;  // the window the student's kernel is timed with
+    int timing_param = 0;             // and its param
     uint64_t seed = 0;
     std::string json;        // --json FILE, or empty
     double timeout_s = 10;   // the watchdog's deadline for one launch and its wait

@@ -40,6 +40,9 @@ struct GradeCase {
     std::string teaches;  // why the case exists, printed when it fails
     // Sliding windows to check (kFullWindow: none); an exercise without a window uses {kFullWindow}.
     std::vector<int> windows{kFullWindow};
+    // What else every check of the case runs with, defined by the lesson: an index into its own
+    // table (lesson 02: the thread-group size and cap; lesson 05: the gate). 0 when unused.
+    int param = 0;
     // Optional: changes the drawn problem after q is scaled (lesson 03's case whose every logit
     // is far below zero); unset: the problem as drawn. The reference reads the changed values.
     std::function<void(DecodeProblem&)> adjust;

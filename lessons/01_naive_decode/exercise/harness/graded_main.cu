@@ -46,7 +46,7 @@ lesson01_exercise::GradedKernel graded(Pick pick) {
         with_instance(s.dtype, s.D, pick, [&](auto kernel) { why = lesson01_exercise::smem_why_not(s, reinterpret_cast<const void*>(kernel)); });
         return why;
     };
-    k.launch = [pick](const pa::PagedDecodeArgs& a, int window, cudaStream_t stream) {
+    k.launch = [pick](const pa::PagedDecodeArgs& a, int window, int /*param*/, cudaStream_t stream) {
         const bool built = with_instance(a.dtype, a.D, pick, [&](auto kernel) {
             using T = typename pa::KernelScalar<decltype(kernel)>::type;
             pa::opt_in_max_dynamic_smem(reinterpret_cast<const void*>(kernel));

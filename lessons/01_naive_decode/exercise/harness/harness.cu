@@ -145,10 +145,10 @@ int run(int argc, char** argv, const Graded& g) {
     spec.lesson_variant = lesson01::variant().name;
     spec.lesson_why_not = [](const pa::DecodeShape& s) { return lesson01::why_not(s, pa::current_device_info()); };
     spec.lesson = [](const pa::PagedDecodeArgs& a, cudaStream_t s) { lesson01::launch(a, s); };
-    spec.reference = [](const pa::DecodeProblem& p, int window) {
+    spec.reference = [](const pa::DecodeProblem& p, int window, int) {
         return window >= kFullWindow ? pa::reference::softmax_decode(p) : pa::reference::sliding_window_decode(p, window);
     };
-    spec.suspects = [exercise](const pa::DecodeProblem& p, int window) { return suspects(exercise, p, window); };
+    spec.suspects = [exercise](const pa::DecodeProblem& p, int window, int) { return suspects(exercise, p, window); };
     for (const char* name : {"llama7b-B32-ctx1k", "llama70b-B4-ctx2k", "mqa-B16-ctx4k"})
         spec.timing_shapes.push_back(*pa::find_shape(name));
     spec.timing_window = kFullWindow;  // the window kernel at W >= ctx does the lesson's work

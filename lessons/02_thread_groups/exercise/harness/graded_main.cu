@@ -52,8 +52,7 @@ lesson02_exercise::GradedKernel graded(Pick pick) {
         });
         return why;
     };
-    k.launch = [pick](const pa::PagedDecodeArgs& a, int window, cudaStream_t stream) {
-        const lesson02_exercise::Param prm = lesson02_exercise::decode(window);
+    k.launch = [pick](const pa::PagedDecodeArgs& a, lesson02_exercise::Param prm, cudaStream_t stream) {
         const bool built = with_instance<kTgs...>(a.dtype, a.D, prm.tgs, pick, [&](auto kernel) {
             using T = typename pa::KernelScalar<decltype(kernel)>::type;
             pa::opt_in_max_dynamic_smem(reinterpret_cast<const void*>(kernel));

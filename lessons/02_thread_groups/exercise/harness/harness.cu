@@ -20,11 +20,13 @@ using pa::exercise::GradeCase;
 using pa::exercise::kFullWindow;
 using pa::exercise::Suspect;
 
-int encode(Param p) { return kFullWindow + p.cap * 32 + p.tgs; }
+bool operator==(Param a, Param b) { return a.tgs == b.tgs && a.cap == b.cap; }
 
-Param decode(int window) {
-    const int x = window - kFullWindow;
-    return {x % 32, x / 32};
+int param_index(std::vector<Param>& params, Param p) {
+    const auto it = std::find(params.begin(), params.end(), p);
+    if (it != params.end()) return static_cast<int>(it - params.begin());
+    params.push_back(p);
+    return static_cast<int>(params.size()) - 1;
 }
 
 const std::vector<pa::exercise::KernelInstance>& instances() {
@@ -51,25 +53,26 @@ std::string param_label(const std::string& exercise, Param p) {
 }
 
 // The case once per Param, each named for it.
-void add(std::vector<GradeCase>& out, const std::string& exercise, GradeCase c, const std::vector<Param>& params) {
+void add(Cases& out, const std::string& exercise, GradeCase c, const std::vector<Param>& params) {
     if (exercise == "softcap" && c.q_scale < 8) c.q_scale = 8;  // logits of +-20 and more: a cap of 30 changes them
     for (const Param& p : params) {
         GradeCase x = c;
         x.name += param_label(exercise, p);
-        x.windows = {encode(p)};
-        out.push_back(x);
+        x.windows = {kFullWindow};  // no window in this lesson
+        x.param = param_index(out.params, p);
+        out.list.push_back(x);
     }
 }
 
 }  // namespace
 
-std::vector<GradeCase> grade_cases(const std::string& exercise, uint64_t seed) {
+Cases grade_cases(const std::string& exercise, uint64_t seed) {
     const bool fill = exercise == "fill";
     // fill: every TGS (the trap depends on the tokens one CTA step takes, 128 / TGS); softcap:
     // no cap, a gentle one (Gemma 2's attention uses 50) and a tight one, at TGS 8.
     const std::vector<Param> every = fill ? std::vector<Param>{{4, 0}, {8, 0}, {16, 0}}
                                           : std::vector<Param>{{8, 0}, {8, 5}, {8, 30}};
-    std::vector<GradeCase> cases;
+    Cases cases;
     int i = 0;
     for (const pa::DecodeShape& s : pa::table_a()) {  // long contexts: one Param each, in turn
         GradeCase c;
@@ -149,10 +152,9 @@ struct CapAfterMax {
 
 }  // namespace
 
-std::vector<Suspect> suspects(const std::string& exercise, const pa::DecodeProblem& p, int window) {
+std::vector<Suspect> suspects(const std::string& exercise, const pa::DecodeProblem& p, Param prm) {
     const pa::PagedDecodeView v(p);
     const double scale = p.scale;
-    const Param prm = decode(window);
     std::vector<Suspect> out;
     out.push_back({"the output is all zeros (or too small to tell from zero)", [&p] {
                        return std::vector<double>(static_cast<size_t>(p.shape.B) * p.shape.H * p.shape.D, 0.0);
@@ -230,23 +232,29 @@ int run(int argc, char** argv, const Graded& g) {
     spec.build = g.build;
     spec.exercise = exercise;
     spec.seed = f.seed;
-    spec.cases = grade_cases(exercise, f.seed);
+    Cases cases = grade_cases(exercise, f.seed);
+    // The softcap kernel is timed with a cap (its tanh is part of its cost); both at TGS 8.
+    spec.timing_param = param_index(cases.params, {kTimedTgs, exercise == "softcap" ? 30 : 0});
+    spec.cases = cases.list;
+    const std::vector<Param> params = cases.params;  // what each case's param and timing_param index
     spec.why_not = k.why_not;
-    spec.student = k.launch;
+    spec.student = [launch = k.launch, params](const pa::PagedDecodeArgs& a, int, int param, cudaStream_t s) {
+        launch(a, params[static_cast<size_t>(param)], s);
+    };
     spec.lesson_variant = lesson02::config_name({lesson02::Step::thread_groups, lesson02::Mapping::grouped, kTimedTgs});
     spec.lesson_why_not = [](const pa::DecodeShape& s) {
         return lesson02::step1::why_not(s, kTimedTgs, pa::current_device_info());
     };
     spec.lesson = [](const pa::PagedDecodeArgs& a, cudaStream_t s) { lesson02::step1::launch(a, kTimedTgs, s); };
-    spec.reference = [exercise](const pa::DecodeProblem& p, int window) {
-        const Param prm = decode(window);
+    spec.reference = [exercise, params](const pa::DecodeProblem& p, int, int param) {
+        const Param prm = params[static_cast<size_t>(param)];
         return exercise == "softcap" ? pa::reference::softcap_decode(p, prm.cap) : pa::reference::softmax_decode(p);
     };
-    spec.suspects = [exercise](const pa::DecodeProblem& p, int window) { return suspects(exercise, p, window); };
+    spec.suspects = [exercise, params](const pa::DecodeProblem& p, int, int param) {
+        return suspects(exercise, p, params[static_cast<size_t>(param)]);
+    };
     for (const char* name : {"llama7b-B32-ctx1k", "llama70b-B4-ctx2k", "mqa-B16-ctx4k"})
         spec.timing_shapes.push_back(*pa::find_shape(name));
-    // The softcap kernel is timed with a cap (its tanh is part of its cost); both at TGS 8.
-    spec.timing_window = encode({kTimedTgs, exercise == "softcap" ? 30 : 0});
     spec.json = f.json;
     spec.timeout_s = f.timeout_s;
     spec.iters = f.iters;

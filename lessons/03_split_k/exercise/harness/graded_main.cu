@@ -49,7 +49,7 @@ lesson03_exercise::GradedKernel graded(FirstKernel first_kernel, LaunchOne launc
         with_instance(s.dtype, s.D, [&](auto tag, auto d) { kernel = first_kernel(tag, d); });
         return lesson03_exercise::graded_why_not(s, kernel);
     };
-    k.launch = [launch_one](const pa::PagedDecodeArgs& a, int, cudaStream_t stream) {
+    k.launch = [launch_one](const pa::PagedDecodeArgs& a, int, int, cudaStream_t stream) {
         const int P = lesson03_exercise::partition_size(pa::launch_shape(a));
         const lesson03::SplitScratch s = lesson03_exercise::scratch_for(a, P);
         const bool built = with_instance(a.dtype, a.D, [&](auto tag, auto d) { launch_one(tag, d, a, P, s, stream); });

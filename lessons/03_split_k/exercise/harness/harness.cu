@@ -159,8 +159,8 @@ int run(int argc, char** argv, const Graded& g) {
     spec.lesson_variant = lesson.name;
     spec.lesson_why_not = [lesson](const pa::DecodeShape& s) { return lesson.why_not(s, pa::current_device_info()); };
     spec.lesson = lesson.launch;
-    spec.reference = [](const pa::DecodeProblem& p, int) { return pa::reference::softmax_decode(p); };
-    spec.suspects = [](const pa::DecodeProblem& p, int) { return suspects(p, partition_size(p.shape)); };
+    spec.reference = [](const pa::DecodeProblem& p, int, int) { return pa::reference::softmax_decode(p); };
+    spec.suspects = [](const pa::DecodeProblem& p, int, int) { return suspects(p, partition_size(p.shape)); };
     const bool lse = exercise == "lse";
     spec.poison_extra = [lse](const pa::PagedDecodeArgs& a, cudaStream_t stream) {
         const lesson03::SplitScratch s = scratch_for(a, partition_size(pa::launch_shape(a)));
@@ -169,7 +169,7 @@ int run(int argc, char** argv, const Graded& g) {
         if (lse) CUDA_CHECK(cudaMemsetAsync(lse_buffer(a), 0xff, static_cast<size_t>(a.B) * a.H * sizeof(float), stream));
     };
     if (lse) {
-        spec.check_extra = [](const pa::DecodeProblem& p, int) {
+        spec.check_extra = [](const pa::DecodeProblem& p, int, int) {
             std::vector<float> got(static_cast<size_t>(p.shape.B) * p.shape.H);
             CUDA_CHECK(cudaMemcpy(got.data(), lse_buffer_storage().get(), got.size() * sizeof(float), cudaMemcpyDeviceToHost));
             return check_lse(got, p, partition_size(p.shape));

@@ -175,7 +175,7 @@ int run(int argc, char** argv, const Graded& g) {
     spec.cases = fill_cases(f.seed);
     spec.why_not = why_not;
     const ReduceLaunch reduce = g.fill;
-    spec.student = [student_scratch, reduce](const pa::PagedDecodeArgs& a, int, cudaStream_t s) {
+    spec.student = [student_scratch, reduce](const pa::PagedDecodeArgs& a, int, int, cudaStream_t s) {
         pipeline(a, *student_scratch, reduce, s);
     };
     spec.lesson_variant = lesson04::fix_name(lesson04::Fix::pow2_lanes);
@@ -187,8 +187,8 @@ int run(int argc, char** argv, const Graded& g) {
             lesson04::launch_pow2_lanes(x, sc, st);
         }, s);
     };
-    spec.reference = [](const pa::DecodeProblem& p, int) { return pa::reference::softmax_decode(p); };
-    spec.suspects = [](const pa::DecodeProblem& p, int) { return suspects(p); };
+    spec.reference = [](const pa::DecodeProblem& p, int, int) { return pa::reference::softmax_decode(p); };
+    spec.suspects = [](const pa::DecodeProblem& p, int, int) { return suspects(p); };
     for (const char* name : {"llama7b-B32-ctx1k", "llama70b-B4-ctx2k", "mqa-B16-ctx4k"})
         spec.timing_shapes.push_back(*pa::find_shape(name));
     for (const pa::DecodeShape& s : lesson04::check_shapes())

@@ -31,11 +31,12 @@ template <bool WITH_ALPHA, class Pick>
 lesson05_exercise::GradedKernel graded(Pick pick) {
     lesson05_exercise::GradedKernel k;
     k.built = true;
-    k.launch = [pick](const pa::PagedDecodeArgs& a, int /*window*/, cudaStream_t stream) {
+    k.launch = [pick](const pa::PagedDecodeArgs& a, int /*window*/, int param, cudaStream_t stream) {
         const Plan plan = lesson05_exercise::plan_for(a.B, a.Hkv, a.max_ctx, a.block_size);
         const dim3 grid(a.Hkv, (a.B + plan.seqs - 1) / plan.seqs);
-        const lesson05::GateArgs gate = lesson05_exercise::current_gate_args();
-        const float alpha = static_cast<float>(lesson05_exercise::current_gate().alpha);
+        const lesson05_exercise::GateCase& g = lesson05_exercise::gate_table()[static_cast<size_t>(param)];
+        const lesson05::GateArgs gate = lesson05_exercise::gate_args(g);
+        const float alpha = static_cast<float>(g.alpha);
         const bool built = pa::dispatch_dtype(a.dtype, [&](auto tag) {
             using T = typename decltype(tag)::type;
             return lesson05_exercise::dispatch_ring(plan.ring, [&](auto c, auto st) {

@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <cstdio>
-#include <map>
 #include <memory>
 #include <stdexcept>
 
@@ -28,9 +27,6 @@ std::string GateCase::label() const {
 
 namespace {
 
-// The gates each exercise checks at. The fill-in: the lesson's three sparsities (about 50, 72
-// and 87 % zeros). The floor: two gammas other than 1 (a floor that ignores gamma is wrong at
-// both) and two alphas.
 GateCase gate_of(double sigma, double gamma, double alpha) {
     GateCase g;
     g.gate.sigma = sigma;
@@ -38,19 +34,14 @@ GateCase gate_of(double sigma, double gamma, double alpha) {
     g.alpha = alpha;
     return g;
 }
-std::vector<GateCase> gates_for(const std::string& exercise) {
-    if (exercise == "gate") return {gate_of(0.0, 2.0, 0.25), gate_of(1.5, 0.5, 0.4)};
-    return {gate_of(0.0, 1.0, 0.0), gate_of(1.5, 1.0, 0.0), gate_of(2.9, 1.0, 0.0)};
-}
-// Both kernels are timed at the lesson's middle sparsity; the floor's kernel at alpha 0, where
-// it does step 10's work.
-const GateCase kTimingGate = gate_of(1.5, 1.0, 0.0);
 
-std::map<std::string, GateCase>& gate_book() {  // case (shape) name -> its gate
-    static std::map<std::string, GateCase> book;
-    return book;
+// The gates (indices into gate_table()) each exercise checks at. The fill-in: the lesson's three
+// sparsities (about 50, 72 and 87 % zeros). The floor: two gammas other than 1 (a floor that
+// ignores gamma is wrong at both) and two alphas.
+std::vector<int> gates_for(const std::string& exercise) {
+    if (exercise == "gate") return {3, 4};
+    return {0, 1, 2};
 }
-GateCase g_current = kTimingGate;
 
 const std::vector<pa::exercise::KernelInstance>& instances() {
     static const std::vector<pa::exercise::KernelInstance> list = {{pa::DType::fp16, 128}, {pa::DType::bf16, 128}};
@@ -102,17 +93,18 @@ std::vector<GradeCase> edge_cases() {
 
 }  // namespace
 
-void select_gate(const pa::DecodeShape& s) {
-    const auto it = gate_book().find(s.name);
-    g_current = it == gate_book().end() ? kTimingGate : it->second;
+const std::vector<GateCase>& gate_table() {
+    static const std::vector<GateCase> table = {
+        gate_of(0.0, 1.0, 0.0),  gate_of(1.5, 1.0, 0.0),  gate_of(2.9, 1.0, 0.0),  // the fill-in's
+        gate_of(0.0, 2.0, 0.25), gate_of(1.5, 0.5, 0.4),                          // the floor's
+    };
+    return table;
 }
 
-const GateCase& current_gate() { return g_current; }
-
-lesson05::GateArgs current_gate_args() {
+lesson05::GateArgs gate_args(const GateCase& g) {
     lesson05::GateArgs a;
-    a.gamma = static_cast<float>(g_current.gate.gamma);
-    a.sigma = static_cast<float>(g_current.gate.sigma);
+    a.gamma = static_cast<float>(g.gate.gamma);
+    a.sigma = static_cast<float>(g.gate.sigma);
     return a;
 }
 
@@ -150,12 +142,12 @@ std::vector<GradeCase> grade_cases(const std::string& exercise, uint64_t seed) {
     for (GradeCase c : pa::exercise::seeded_cases(seed, 6, instances())) base.push_back(c);
     for (const GradeCase& c : edge_cases()) base.push_back(c);
     std::vector<GradeCase> cases;
-    for (const GateCase& g : gates_for(exercise))
+    for (int gate : gates_for(exercise))
         for (GradeCase c : base) {
-            c.name += " " + g.label();
-            c.shape.name = c.name;  // the grader's calls carry the shape: its name selects the gate
+            c.name += " " + gate_table()[static_cast<size_t>(gate)].label();
+            c.shape.name = c.name;  // a shape refused on this GPU is named with its gate
             c.windows = {pa::exercise::kFullWindow};
-            gate_book()[c.name] = g;
+            c.param = gate;
             cases.push_back(c);
         }
     return cases;
@@ -226,9 +218,6 @@ std::string usage() {
            "With no flags: --grade --exercise fill.\n";
 }
 
-// The lesson's step 10 reads its gate at each launch from here.
-const lesson05::Gate g_lesson_gate = lesson05::make_gate(kTimingGate.gate.sigma, kTimingGate.gate.gamma);
-
 }  // namespace
 
 int run(int argc, char** argv, const Graded& g) {
@@ -239,7 +228,9 @@ int run(int argc, char** argv, const Graded& g) {
         pa::exit_bad_input(kProgram, "this build (" + g.build + ") has no graded file for the " + exercise +
                                          " exercise; lesson05_exercise has both");
 
-    const pa::DecodeVariant lesson = lesson05::variant("compact_ordered", g_lesson_gate);
+    const GateCase& timed = gate_table()[kTimingGate];  // the lesson's step 10 only runs timed
+    const pa::DecodeVariant lesson =
+        lesson05::variant("compact_ordered", lesson05::make_gate(timed.gate.sigma, timed.gate.gamma));
     pa::exercise::GraderSpec spec;
     spec.program = kProgram;
     spec.build = g.build;
@@ -247,7 +238,6 @@ int run(int argc, char** argv, const Graded& g) {
     spec.seed = f.seed;
     spec.cases = grade_cases(exercise, f.seed);
     spec.why_not = [lesson](const pa::DecodeShape& s) {
-        select_gate(s);  // before any launch of this shape (see select_gate)
         const pa::DeviceInfo& info = pa::current_device_info();
         std::string why = lesson05::why_not(s, info);
         if (!why.empty()) return why;
@@ -263,20 +253,16 @@ int run(int argc, char** argv, const Graded& g) {
     spec.student = k.launch;
     spec.lesson_variant = lesson.name;
     spec.lesson_why_not = [](const pa::DecodeShape& s) { return lesson05::why_not(s, pa::current_device_info()); };
-    spec.lesson = [lesson](const pa::PagedDecodeArgs& a, cudaStream_t s) {
-        *g_lesson_gate = current_gate().gate;
-        lesson.launch(a, s);
+    spec.lesson = lesson.launch;
+    spec.reference = [exercise](const pa::DecodeProblem& p, int, int gate) {
+        return reference(exercise, p, gate_table()[static_cast<size_t>(gate)]);
     };
-    spec.reference = [exercise](const pa::DecodeProblem& p, int) {
-        select_gate(p.shape);
-        return reference(exercise, p, current_gate());
-    };
-    spec.suspects = [exercise](const pa::DecodeProblem& p, int) {
-        select_gate(p.shape);
-        return suspects(exercise, p, current_gate());
+    spec.suspects = [exercise](const pa::DecodeProblem& p, int, int gate) {
+        return suspects(exercise, p, gate_table()[static_cast<size_t>(gate)]);
     };
     for (const char* name : {"h8kv4-B1-ctx2k", "h8kv4-B32-ctx1k", "h8kv4-B128-ctx2k"})
         spec.timing_shapes.push_back(*pa::find_shape(name));
+    spec.timing_param = kTimingGate;
     spec.json = f.json;
     spec.timeout_s = f.timeout_s;
     spec.iters = f.iters;

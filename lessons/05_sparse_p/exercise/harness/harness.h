@@ -27,13 +27,13 @@ struct GateCase {
     std::string label() const;  // "sigma=1.5", "sigma=0 gamma=2 alpha=0.25"
 };
 
-// The gate of the launch at hand. The grader's calls carry a shape, not a gate; every case's
-// shape is named for its gate, and the grader asks why_not(shape) before it launches anything
-// of that shape, so why_not selects the shape's gate (select_gate) and the launches read it.
-// Shapes without a gate of their own (the timing shapes) run at kTimingGate.
-void select_gate(const pa::DecodeShape& s);
-const GateCase& current_gate();
-lesson05::GateArgs current_gate_args();
+// Every gate either exercise checks at; a case's GradeCase::param is its gate's index here.
+const std::vector<GateCase>& gate_table();
+// The gate both kernels are timed at (the grader's timing_param): the lesson's middle sparsity,
+// at alpha 0 for the floor's kernel, where it does step 10's work.
+constexpr int kTimingGate = 1;
+// A gate's (sigma, gamma) as the kernels take them.
+lesson05::GateArgs gate_args(const GateCase& g);
 
 // Which of the lesson's three layouts (gated_layout.cuh) a launch uses, as lesson05.cu
 // chooses it: Layout<1> (one CTA per SM), Layout<2> (two), Layout<1, kSmallStages> (99 KiB).
@@ -71,7 +71,8 @@ struct Graded {
 };
 
 // The cases of an exercise ("fill" or "gate") for a seed: part of Table C, 6 seeded shapes and
-// the edge cases, each at the exercise's gates (its name ends in the gate's label). Host only.
+// the edge cases, each at the exercise's gates (its name ends in the gate's label, its param
+// indexes gate_table()). Host only.
 std::vector<pa::exercise::GradeCase> grade_cases(const std::string& exercise, uint64_t seed);
 
 // The reference of an exercise at a gate, and its known wrong answers (see pa::exercise::diagnose).
