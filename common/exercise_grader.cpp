@@ -34,6 +34,29 @@ const char* outcome_name(Outcome o) {
     return "wrong";
 }
 
+const std::vector<KernelInstance>& decode_instances() {
+    static const std::vector<KernelInstance> list = {{DType::fp16, 64}, {DType::fp16, 128}, {DType::bf16, 128}};
+    return list;
+}
+
+std::vector<GradeCase> standard_decode_cases(uint64_t seed) {
+    std::vector<GradeCase> cases;
+    for (const DecodeShape& s : table_a()) {
+        GradeCase c;
+        c.name = s.name;
+        c.group = "catalogue";
+        c.shape = s;
+        c.teaches = "a Table A shape";
+        cases.push_back(c);
+    }
+    for (const GradeCase& c : seeded_cases(seed, 8, decode_instances())) cases.push_back(c);
+    for (const GradeCase& c : decode_edge_cases(DType::fp16, 128)) cases.push_back(c);
+    for (const auto& [t, D] : {std::pair{DType::bf16, 128}, std::pair{DType::fp16, 64}})
+        for (const GradeCase& c : decode_edge_cases(t, D))
+            if (c.name.rfind("mixed-lengths", 0) == 0) cases.push_back(c);
+    return cases;
+}
+
 std::vector<GradeCase> seeded_cases(uint64_t seed, int count, const std::vector<KernelInstance>& instances, int max_ctx,
                                     int max_B) {
     std::vector<GradeCase> out;

@@ -92,38 +92,101 @@ void wait_stream(cudaStream_t stream, Watchdog& watchdog, const std::string& wha
     }
 }
 
-namespace {
-
 std::string window_label(int w) { return w >= kFullWindow ? std::string() : strf(" W=%d", w); }
 
-struct Grading {
-    const GraderSpec& spec;
-    GradeReport report;
-    std::mutex report_mu;  // the watchdog's thread reads the report to write --json
+GradeLog::GradeLog(const std::string& prog, const std::string& build, const std::string& exercise, uint64_t seed,
+                   const std::string& json_file)
+    : program(prog), json(json_file) {
+    report.program = prog;
+    report.build = build;
+    report.exercise = exercise;
+    report.seed = seed;
+}
 
-    explicit Grading(const GraderSpec& s) : spec(s) {
-        report.program = s.program;
-        report.build = s.build;
-        report.exercise = s.exercise;
-        report.seed = s.seed;
-    }
+void GradeLog::write_json() {
+    if (json.empty()) return;
+    std::string err;
+    if (!pa::exercise::write_json(json, report, &err)) std::fprintf(stderr, "error: %s: %s\n", program.c_str(), err.c_str());
+}
 
-    void write_json() {
-        if (spec.json.empty()) return;
-        std::string err;
-        if (!pa::exercise::write_json(spec.json, report, &err)) std::fprintf(stderr, "error: %s: %s\n", spec.program.c_str(), err.c_str());
-    }
+void GradeLog::add(const CaseResult& c) {
+    std::lock_guard<std::mutex> lk(mu);
+    report.cases.push_back(c);
+}
 
-    int finish(Outcome o, const std::string& summary) {
-        std::lock_guard<std::mutex> lk(report_mu);
-        report.outcome = o;
-        report.summary = summary;
-        std::printf("%s\n", summary.c_str());
-        std::fflush(stdout);
-        write_json();
-        return exit_code(o);
+int GradeLog::finish(Outcome o, const std::string& summary) {
+    std::lock_guard<std::mutex> lk(mu);
+    report.outcome = o;
+    report.summary = summary;
+    std::printf("%s\n", summary.c_str());
+    std::fflush(stdout);
+    write_json();
+    return exit_code(o);
+}
+
+void GradeLog::hang(const std::string& line) {
+    std::lock_guard<std::mutex> lk(mu);
+    report.outcome = Outcome::hang;
+    report.summary = line;
+    write_json();
+}
+
+namespace {
+
+double median(std::vector<double> v) {
+    std::sort(v.begin(), v.end());
+    const size_t n = v.size();
+    return n == 0 ? 0 : n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+}  // namespace
+
+SpeedShape time_alternately(const std::string& exercise, const std::string& shape, cudaStream_t stream, Watchdog& wd,
+                            int rounds, int iters, const std::function<void(int who)>& prepare,
+                            const std::function<void(int who)>& launch) {
+    auto name = [&](const char* what, int who) {
+        return strf("%s %s %s (%s)", exercise.c_str(), what, shape.c_str(), who == 0 ? "student" : "lesson");
+    };
+    for (int who = 0; who < 2; ++who) {
+        const std::string what = name("first launch on", who);
+        wd.arm(what, std::max(wd.seconds(), 300.0));
+        prepare(who);
+        launch(who);
+        wait_stream(stream, wd, what);
+        wd.disarm();
     }
-};
+    std::vector<double> us[2];  // [0] student, [1] lesson
+    std::vector<cudaEvent_t> ev(2 * iters);
+    for (auto& e : ev) CUDA_CHECK(cudaEventCreate(&e));
+    for (int round = 0; round < rounds; ++round) {
+        for (int k = 0; k < 2; ++k) {
+            const int who = (round % 2) ^ k;  // student first in even rounds, lesson first in odd ones
+            const std::string what = name("speed", who);
+            wd.arm(what);
+            for (int i = 0; i < iters; ++i) {
+                prepare(who);
+                CUDA_CHECK(cudaEventRecord(ev[2 * i], stream));
+                launch(who);
+                CUDA_CHECK(cudaEventRecord(ev[2 * i + 1], stream));
+            }
+            wait_stream(stream, wd, what);
+            wd.disarm();
+            for (int i = 0; i < iters; ++i) {
+                float ms = 0;
+                CUDA_CHECK(cudaEventElapsedTime(&ms, ev[2 * i], ev[2 * i + 1]));
+                us[who].push_back(ms * 1000.0);
+            }
+        }
+    }
+    for (auto& e : ev) CUDA_CHECK(cudaEventDestroy(e));
+    SpeedShape sp;
+    sp.shape = shape;
+    sp.student_us = median(us[0]);
+    sp.lesson_us = median(us[1]);
+    return sp;
+}
+
+namespace {
 
 // Poison, launch, wait (bounded), download.
 std::vector<uint16_t> run_once(const GraderSpec& spec, DeviceDecodeProblem& dev, int window, int param,
@@ -141,16 +204,10 @@ std::vector<uint16_t> run_once(const GraderSpec& spec, DeviceDecodeProblem& dev,
     return out;
 }
 
-double median(std::vector<double> v) {
-    std::sort(v.begin(), v.end());
-    const size_t n = v.size();
-    return n == 0 ? 0 : n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
-
 }  // namespace
 
 int grade(const GraderSpec& spec) {
-    Grading g(spec);
+    GradeLog g(spec.program, spec.build, spec.exercise, spec.seed, spec.json);
     std::string why;
     if (!gpu_available(&why)) {
         return g.finish(Outcome::no_gpu, strf("RESULT: NO GPU: %s: no usable CUDA GPU (%s); nothing graded",
@@ -158,12 +215,7 @@ int grade(const GraderSpec& spec) {
     }
     const DeviceInfo info = require_gpu(spec.program);  // also validates PA_SMEM_CAP_KIB (exit 2)
     g.report.gpu = info.name;
-    Watchdog wd(spec.timeout_s, [&](const std::string& line) {
-        std::lock_guard<std::mutex> lk(g.report_mu);
-        g.report.outcome = Outcome::hang;
-        g.report.summary = line;
-        g.write_json();
-    });
+    Watchdog wd(spec.timeout_s, [&](const std::string& line) { g.hang(line); });
     cudaStream_t stream = nullptr;
     CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
 
@@ -182,8 +234,7 @@ int grade(const GraderSpec& spec) {
                 cr.group = c.group;
                 cr.skipped = true;
                 cr.message = why_not;
-                std::lock_guard<std::mutex> lk(g.report_mu);
-                g.report.cases.push_back(cr);
+                g.add(cr);
                 ++skipped;
                 continue;
             }
@@ -221,8 +272,7 @@ int grade(const GraderSpec& spec) {
                 } else {
                     worst = std::max(worst, r.rel_err);
                 }
-                std::lock_guard<std::mutex> lk(g.report_mu);
-                g.report.cases.push_back(cr);
+                g.add(cr);
             }
             if (case_failures == 0)
                 std::printf("  ok   %-28s %zu check%s, max rel err %.1e\n", c.name.c_str(), c.windows.size(),
@@ -236,8 +286,7 @@ int grade(const GraderSpec& spec) {
         cr.message = strf("CUDA error: %s (an out-of-bounds access?); grading stopped", e.what());
         std::printf("  FAIL %s: %s\n", spec.exercise.c_str(), cr.message.c_str());
         {
-            std::lock_guard<std::mutex> lk(g.report_mu);
-            g.report.cases.push_back(cr);
+            g.add(cr);
         }
         return g.finish(Outcome::wrong, strf("RESULT: FAIL: the %s kernel crashed after %d checks", spec.exercise.c_str(), checks));
     }
@@ -269,51 +318,19 @@ int grade(const GraderSpec& spec) {
             DeviceDecodeProblem dev(p, l2_cold_copies(p, info));
             const size_t n = static_cast<size_t>(s.B) * s.H * s.D;
             DeviceBuffer<uint16_t> student_out(n);
-            std::vector<double> us[2];  // [0] student, [1] lesson
-            std::vector<cudaEvent_t> ev(2 * spec.iters);
-            for (auto& e : ev) CUDA_CHECK(cudaEventCreate(&e));
-            // One untimed launch of each first: the lesson's kernel has not run yet in this
-            // process, and its first launch may load its module and, on a GPU newer than the
-            // build's architectures, JIT-compile its PTX (seconds, not a hang).
-            for (int who = 0; who < 2; ++who) {
-                const std::string what = strf("%s first launch on %s (%s)", spec.exercise.c_str(), s.name.c_str(),
-                                              who == 0 ? "student" : "lesson");
-                wd.arm(what, std::max(wd.seconds(), 300.0));
-                PagedDecodeArgs a = dev.args(0);
+            int copy = 0;
+            PagedDecodeArgs a;
+            const auto prepare = [&](int who) {
+                a = dev.args(copy++ % dev.copies());
                 if (who == 0) a.out = student_out.get();
+                CUDA_CHECK(cudaMemsetAsync(a.out, 0xff, n * sizeof(uint16_t), stream));
                 if (who == 0 && spec.poison_extra) spec.poison_extra(a, stream);
+            };
+            const auto launch = [&](int who) {
                 if (who == 0) spec.student(a, spec.timing_window, spec.timing_param, stream);
                 else spec.lesson(a, stream);
-                wait_stream(stream, wd, what);
-                wd.disarm();
-            }
-            int copy = 0;
-            for (int round = 0; round < spec.rounds; ++round) {
-                for (int k = 0; k < 2; ++k) {
-                    const int who = (round % 2) ^ k;  // student first in even rounds, lesson first in odd ones
-                    const std::string what = strf("%s speed %s (%s)", spec.exercise.c_str(), s.name.c_str(),
-                                                  who == 0 ? "student" : "lesson");
-                    wd.arm(what);
-                    for (int i = 0; i < spec.iters; ++i) {
-                        PagedDecodeArgs a = dev.args(copy++ % dev.copies());
-                        if (who == 0) a.out = student_out.get();
-                        CUDA_CHECK(cudaMemsetAsync(a.out, 0xff, n * sizeof(uint16_t), stream));
-                        if (who == 0 && spec.poison_extra) spec.poison_extra(a, stream);
-                        CUDA_CHECK(cudaEventRecord(ev[2 * i], stream));
-                        if (who == 0) spec.student(a, spec.timing_window, spec.timing_param, stream);
-                        else spec.lesson(a, stream);
-                        CUDA_CHECK(cudaEventRecord(ev[2 * i + 1], stream));
-                    }
-                    wait_stream(stream, wd, what);
-                    wd.disarm();
-                    for (int i = 0; i < spec.iters; ++i) {
-                        float ms = 0;
-                        CUDA_CHECK(cudaEventElapsedTime(&ms, ev[2 * i], ev[2 * i + 1]));
-                        us[who].push_back(ms * 1000.0);
-                    }
-                }
-            }
-            for (auto& e : ev) CUDA_CHECK(cudaEventDestroy(e));
+            };
+            SpeedShape sp = time_alternately(spec.exercise, s.name, stream, wd, spec.rounds, spec.iters, prepare, launch);
             // The student's last timed launch, checked again (a race or a stale-buffer answer shows here).
             wd.arm(spec.exercise + " re-check " + s.name);
             std::vector<uint16_t> out = student_out.download();
@@ -326,13 +343,9 @@ int grade(const GraderSpec& spec) {
                     r.message = extra;
                 }
             }
-            SpeedShape sp;
-            sp.shape = s.name;
-            sp.student_us = median(us[0]);
-            sp.lesson_us = median(us[1]);
             std::printf("  %-28s student %9.2f us   lesson %9.2f us   ratio %.3f%s\n", s.name.c_str(), sp.student_us,
                         sp.lesson_us, sp.ratio(), r.pass ? "" : "   re-check FAILED");
-            std::lock_guard<std::mutex> lk(g.report_mu);
+            std::lock_guard<std::mutex> lk(g.mu);
             g.report.speed.push_back(sp);
             if (!r.pass) {
                 recheck = false;

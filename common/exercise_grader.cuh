@@ -61,6 +61,34 @@ class Watchdog {
 // A kernel error (illegal address, ...) throws CudaError.
 void wait_stream(cudaStream_t stream, Watchdog& watchdog, const std::string& what);
 
+// A grade's report: printed and written as --json at the end, or by the watchdog on a hang.
+struct GradeLog {
+    std::string program, json;  // json: --json FILE, or empty
+    GradeReport report;
+    std::mutex mu;  // the watchdog's thread reads the report to write --json
+
+    GradeLog(const std::string& program, const std::string& build, const std::string& exercise, uint64_t seed,
+             const std::string& json);
+    void add(const CaseResult& c);                        // one more case
+    int finish(Outcome o, const std::string& summary);    // prints the summary, writes --json, returns the exit code
+    void hang(const std::string& line);                   // the Watchdog's on_hang
+  private:
+    void write_json();  // with mu held
+};
+
+// " W=<w>" for a window, "" for full attention.
+std::string window_label(int w);
+
+// The speed comparison of a graded kernel (who 0) with the lesson's (who 1): one untimed first
+// launch of each (it may load the kernel's module and, on a GPU newer than the build's
+// architectures, JIT-compile its PTX: seconds, not a hang), then `rounds` rounds of `iters` timed
+// launches of each, the two taking turns at going first. prepare(who) poisons the output of the
+// next launch and picks its inputs (L2-cold: a different copy each time); launch(who) enqueues
+// only the kernel, which alone sits between the timing events. Returns the medians (us).
+SpeedShape time_alternately(const std::string& exercise, const std::string& shape, cudaStream_t stream, Watchdog& wd,
+                            int rounds, int iters, const std::function<void(int who)>& prepare,
+                            const std::function<void(int who)>& launch);
+
 // A graded kernel's launcher: `window` is the sliding window (kFullWindow: full attention),
 // `param` the case's GradeCase::param.
 using GradedLaunch = std::function<void(const PagedDecodeArgs&, int window, int param, cudaStream_t)>;

@@ -54,6 +54,9 @@ struct KernelInstance {
     int D;
 };
 
+// The (dtype, head size) pairs the decode graders instantiate: fp16 at D 64 and 128, bf16 at D 128.
+const std::vector<KernelInstance>& decode_instances();
+
 // `count` shapes drawn from `seed`: B 1..max_B, groups 1..8, Hkv 1..8, page sizes 8/16/32,
 // each sequence's context log-uniform in 1..max_ctx, (dtype, D) from `instances`. The same
 // seed gives the same shapes on any machine; different seeds give different shapes.
@@ -64,6 +67,11 @@ std::vector<GradeCase> seeded_cases(uint64_t seed, int count, const std::vector<
 // 2^k +- 1 lengths around a warp and around a CTA of 128 threads, mixed lengths in one batch,
 // MQA, many small pages in random order, and large logits (where a wrong max overflows exp).
 std::vector<GradeCase> decode_edge_cases(DType dtype, int D);
+
+// The cases a decode grader starts from, in this order: Table A (group "catalogue"), 8 shapes
+// drawn from `seed` over decode_instances(), the edge cases at fp16 D 128, and the mixed-lengths
+// edge cases again in bf16 and at D 64.
+std::vector<GradeCase> standard_decode_cases(uint64_t seed);
 
 // Windows for a case: 1, a few short ones, the shortest and the longest length and one less
 // than each, and full.

@@ -25,7 +25,7 @@
 
 namespace {
 
-// Calls f(kernel) for the graded instantiation of (dtype, D), one of lesson01_exercise::instances();
+// Calls f(kernel) for the graded instantiation of (dtype, D), one of pa::exercise::decode_instances();
 // false for any other. `pick` maps TypeTag and integral_constant to the graded kernel.
 template <class Pick, class F>
 bool with_instance(pa::DType t, int D, Pick&& pick, F&& f) {

@@ -16,12 +16,6 @@ using pa::exercise::GradeCase;
 using pa::exercise::kFullWindow;
 using pa::exercise::Suspect;
 
-const std::vector<pa::exercise::KernelInstance>& instances() {
-    static const std::vector<pa::exercise::KernelInstance> list = {
-        {pa::DType::fp16, 64}, {pa::DType::fp16, 128}, {pa::DType::bf16, 128}};
-    return list;
-}
-
 std::string smem_why_not(const pa::DecodeShape& s, const void* kernel) {
     const size_t need = lesson01::smem_bytes(s.D, s.max_ctx());
     const int limit = pa::max_dynamic_smem(kernel);
@@ -33,24 +27,10 @@ std::string smem_why_not(const pa::DecodeShape& s, const void* kernel) {
 }
 
 std::vector<GradeCase> grade_cases(const std::string& exercise, uint64_t seed) {
-    const bool window = exercise == "window";
-    std::vector<GradeCase> cases;
-    for (const pa::DecodeShape& s : pa::table_a()) {
-        GradeCase c;
-        c.name = s.name;
-        c.group = "catalogue";
-        c.shape = s;
-        c.teaches = "a Table A shape";
-        c.windows = {window ? 1000 : kFullWindow};  // shorter than every Table A context
-        cases.push_back(c);
-    }
-    for (const GradeCase& c : pa::exercise::seeded_cases(seed, 8, instances())) cases.push_back(c);
-    for (const GradeCase& c : pa::exercise::decode_edge_cases(pa::DType::fp16, 128)) cases.push_back(c);
-    for (const auto& [t, D] : {std::pair{pa::DType::bf16, 128}, std::pair{pa::DType::fp16, 64}})
-        for (const GradeCase& c : pa::exercise::decode_edge_cases(t, D))
-            if (c.name.rfind("mixed-lengths", 0) == 0) cases.push_back(c);
-    if (!window)
-        for (GradeCase& c : cases) c.windows = {kFullWindow};
+    std::vector<GradeCase> cases = pa::exercise::standard_decode_cases(seed);
+    for (GradeCase& c : cases)
+        if (exercise != "window") c.windows = {kFullWindow};
+        else if (c.group == "catalogue") c.windows = {1000};  // shorter than every Table A context
     return cases;
 }
 

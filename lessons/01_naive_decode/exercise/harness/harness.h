@@ -14,9 +14,6 @@ namespace lesson01_exercise {
 
 constexpr int kThreads = 128;  // threads per CTA of every graded kernel, as in the lesson
 
-// The (dtype, head size) pairs every graded build instantiates: fp16 D 64 and 128, bf16 D 128.
-const std::vector<pa::exercise::KernelInstance>& instances();
-
 // "" if `kernel` (a graded instantiation) can hold the shape's logits in shared memory on
 // this GPU, else one line naming the shape and the limit.
 std::string smem_why_not(const pa::DecodeShape& s, const void* kernel);

@@ -26,7 +26,7 @@
 namespace {
 
 // Calls f(kernel) for the graded instantiation of (dtype, D, tgs), one of
-// lesson02_exercise::instances() at a TGS of kTgs...; false for any other. `pick` maps
+// pa::exercise::decode_instances() at a TGS of kTgs...; false for any other. `pick` maps
 // (TypeTag, integral_constant D, integral_constant TGS) to the graded kernel.
 template <int... kTgs, class Pick, class F>
 bool with_instance(pa::DType t, int D, int tgs, Pick&& pick, F&& f) {

@@ -29,12 +29,6 @@ int param_index(std::vector<Param>& params, Param p) {
     return static_cast<int>(params.size()) - 1;
 }
 
-const std::vector<pa::exercise::KernelInstance>& instances() {
-    static const std::vector<pa::exercise::KernelInstance> list = {
-        {pa::DType::fp16, 64}, {pa::DType::fp16, 128}, {pa::DType::bf16, 128}};
-    return list;
-}
-
 std::string smem_why_not(const pa::DecodeShape& s, const void* kernel) {
     const size_t need = lesson02::step1::smem_bytes(s.D, s.max_ctx());
     const int limit = pa::max_dynamic_smem(kernel);
@@ -85,7 +79,7 @@ Cases grade_cases(const std::string& exercise, uint64_t seed) {
         ++i;
     }
     pa::Rng rng(seed, 0xca9);
-    for (const GradeCase& c : pa::exercise::seeded_cases(seed, 8, instances())) {
+    for (const GradeCase& c : pa::exercise::seeded_cases(seed, 8, pa::exercise::decode_instances())) {
         // softcap: the cap drawn from the seed too, 2 .. 60
         add(cases, exercise, c, fill ? every : std::vector<Param>{{8, 2 + static_cast<int>(rng.below(59))}});
     }

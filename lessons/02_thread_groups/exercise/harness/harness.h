@@ -26,10 +26,6 @@ bool operator==(Param a, Param b);
 // The index of `p` in `params`, appended first if it is not there yet.
 int param_index(std::vector<Param>& params, Param p);
 
-// The (dtype, head size) pairs every graded build instantiates: fp16 D 64 and 128, bf16 D 128,
-// each at TGS 4, 8 and 16 (the fill-in) or 8 (the softcap exercise).
-const std::vector<pa::exercise::KernelInstance>& instances();
-
 // "" if `kernel` (a graded instantiation) can hold the shape's logits in shared memory on
 // this GPU, else one line naming the shape and the limit.
 std::string smem_why_not(const pa::DecodeShape& s, const void* kernel);

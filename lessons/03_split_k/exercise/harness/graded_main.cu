@@ -28,7 +28,7 @@
 namespace {
 
 // Calls f(TypeTag<scalar_t>, integral_constant<D>) for a graded (dtype, D), one of
-// lesson03_exercise::instances(); false for any other.
+// pa::exercise::decode_instances(); false for any other.
 template <class F>
 bool with_instance(pa::DType t, int D, F&& f) {
     if (t == pa::DType::fp16) return pa::dispatch_int<64, 128>(D, [&](auto d) { f(pa::TypeTag<__half>{}, d); return true; });

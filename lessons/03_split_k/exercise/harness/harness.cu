@@ -19,12 +19,6 @@ using pa::exercise::GradeCase;
 using pa::exercise::kFullWindow;
 using pa::exercise::Suspect;
 
-const std::vector<pa::exercise::KernelInstance>& instances() {
-    static const std::vector<pa::exercise::KernelInstance> list = {
-        {pa::DType::fp16, 64}, {pa::DType::fp16, 128}, {pa::DType::bf16, 128}};
-    return list;
-}
-
 int partition_size(const pa::DecodeShape& s) {
     return lesson03::ladder_plan(1, s, pa::current_device_info()).partition_size;
 }
@@ -75,20 +69,7 @@ std::string graded_why_not(const pa::DecodeShape& s, const void* kernel) {
 }
 
 std::vector<GradeCase> grade_cases(const std::string&, uint64_t seed) {
-    std::vector<GradeCase> cases;
-    for (const pa::DecodeShape& s : pa::table_a()) {
-        GradeCase c;
-        c.name = s.name;
-        c.group = "catalogue";
-        c.shape = s;
-        c.teaches = "a Table A shape";
-        cases.push_back(c);
-    }
-    for (const GradeCase& c : pa::exercise::seeded_cases(seed, 8, instances())) cases.push_back(c);
-    for (const GradeCase& c : pa::exercise::decode_edge_cases(pa::DType::fp16, 128)) cases.push_back(c);
-    for (const auto& [t, D] : {std::pair{pa::DType::bf16, 128}, std::pair{pa::DType::fp16, 64}})
-        for (const GradeCase& c : pa::exercise::decode_edge_cases(t, D))
-            if (c.name.rfind("mixed-lengths", 0) == 0) cases.push_back(c);
+    std::vector<GradeCase> cases = pa::exercise::standard_decode_cases(seed);
     GradeCase neg;
     neg.name = "negative-logits";
     neg.group = "edge";

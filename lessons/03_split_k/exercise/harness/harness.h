@@ -14,9 +14,6 @@
 
 namespace lesson03_exercise {
 
-// The (dtype, head size) pairs every graded build instantiates: fp16 D 64 and 128, bf16 D 128.
-const std::vector<pa::exercise::KernelInstance>& instances();
-
 // The partition size every graded launch uses on a shape: the lesson's step 1 rule (the largest
 // power of two from 64 to 4096 whose grid gives every SM four CTAs), so that the student's
 // kernel and the lesson's do the same work.

@@ -23,7 +23,7 @@
 #ifdef PA_EXERCISE_FILL
 namespace {
 
-// The graded reduce at (dtype, head size) of lesson04_exercise::instances() and the width
+// The graded reduce at (dtype, head size) of pa::exercise::decode_instances() and the width
 // next_pow2(s.max_partitions), launched as the lesson launches pow2_lanes (grid (H, B),
 // pow2_threads threads, no dynamic shared memory).
 void launch_fill(const pa::PagedDecodeArgs& a, const lesson03::SplitScratch& s, cudaStream_t stream) {

@@ -17,16 +17,10 @@ using pa::exercise::GradeCase;
 using pa::exercise::kFullWindow;
 using pa::exercise::Suspect;
 
-const std::vector<pa::exercise::KernelInstance>& instances() {
-    static const std::vector<pa::exercise::KernelInstance> list = {
-        {pa::DType::fp16, 64}, {pa::DType::fp16, 128}, {pa::DType::bf16, 128}};
-    return list;
-}
-
 namespace {
 
 bool built(const pa::DecodeShape& s) {
-    for (const auto& k : instances())
+    for (const auto& k : pa::exercise::decode_instances())
         if (k.dtype == s.dtype && k.D == s.D) return true;
     return false;
 }
@@ -54,7 +48,7 @@ std::vector<GradeCase> fill_cases(uint64_t seed) {
         c.teaches = "one of the lesson's --check shapes";
         cases.push_back(c);
     }
-    for (const GradeCase& c : pa::exercise::seeded_cases(seed, 8, instances(), 12000)) cases.push_back(c);
+    for (const GradeCase& c : pa::exercise::seeded_cases(seed, 8, pa::exercise::decode_instances(), 12000)) cases.push_back(c);
     for (const GradeCase& c : pa::exercise::decode_edge_cases(pa::DType::fp16, 128)) cases.push_back(c);
     for (const auto& [t, D] : {std::pair{pa::DType::bf16, 128}, std::pair{pa::DType::fp16, 64}})
         for (const GradeCase& c : pa::exercise::decode_edge_cases(t, D))

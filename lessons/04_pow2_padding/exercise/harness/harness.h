@@ -18,10 +18,6 @@
 
 namespace lesson04_exercise {
 
-// The (dtype, head size) pairs every graded build instantiates (fp16 D 64 and 128, bf16 D 128),
-// each at every width SEGMENTS_P2 = 1 .. 1024.
-const std::vector<pa::exercise::KernelInstance>& instances();
-
 // A graded reduce's launcher: out from the scratch s (s.max_partitions entries per head).
 using ReduceLaunch = std::function<void(const pa::PagedDecodeArgs&, const lesson03::SplitScratch&, cudaStream_t)>;
 

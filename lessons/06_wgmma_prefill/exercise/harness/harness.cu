@@ -189,39 +189,6 @@ std::string usage() {
            "With no flags: --grade --exercise fill.\n";
 }
 
-std::string window_label(int w) { return w >= kFullWindow ? std::string() : pa::strf(" W=%d", w); }
-
-double median(std::vector<double> v) {
-    std::sort(v.begin(), v.end());
-    const size_t n = v.size();
-    return n == 0 ? 0 : n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
-
-struct Grading {
-    std::string json;
-    pa::exercise::GradeReport report;
-    std::mutex mu;  // the watchdog's thread reads the report to write --json
-
-    void write() {
-        if (json.empty()) return;
-        std::string err;
-        if (!pa::exercise::write_json(json, report, &err)) std::fprintf(stderr, "error: %s: %s\n", kProgram, err.c_str());
-    }
-    int finish(pa::exercise::Outcome o, const std::string& summary) {
-        std::lock_guard<std::mutex> lk(mu);
-        report.outcome = o;
-        report.summary = summary;
-        std::printf("%s\n", summary.c_str());
-        std::fflush(stdout);
-        write();
-        return pa::exercise::exit_code(o);
-    }
-    void add(const pa::exercise::CaseResult& c) {
-        std::lock_guard<std::mutex> lk(mu);
-        report.cases.push_back(c);
-    }
-};
-
 size_t out_elems(const PrefillShape& s) { return static_cast<size_t>(s.total_new()) * s.H * s.D; }
 
 }  // namespace
@@ -234,12 +201,7 @@ int run(int argc, char** argv, const Graded& g) {
     if (g.has_sm90a && !student)
         pa::exit_bad_input(kProgram, "this build (" + g.build + ") has no graded file for the " + exercise +
                                          " exercise; lesson06_exercise has both");
-    Grading gr;
-    gr.json = f.json;
-    gr.report.program = kProgram;
-    gr.report.build = g.build;
-    gr.report.exercise = exercise;
-    gr.report.seed = f.seed;
+    pa::exercise::GradeLog gr(kProgram, g.build, exercise, f.seed, f.json);
 
     std::string why;
     if (!pa::gpu_available(&why))
@@ -279,12 +241,7 @@ int run(int argc, char** argv, const Graded& g) {
         std::printf("layout: core_offset_bytes and smem_desc agree with step 3 on every element and address\n");
     }
 
-    pa::exercise::Watchdog wd(f.timeout_s, [&](const std::string& line) {
-        std::lock_guard<std::mutex> lk(gr.mu);
-        gr.report.outcome = Outcome::hang;
-        gr.report.summary = line;
-        gr.write();
-    });
+    pa::exercise::Watchdog wd(f.timeout_s, [&](const std::string& line) { gr.hang(line); });
     cudaStream_t stream = nullptr;
     CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
     const std::vector<PrefillCase> cases = grade_cases(exercise, f.seed);
@@ -312,7 +269,7 @@ int run(int argc, char** argv, const Graded& g) {
             double worst = 0;
             int case_failures = 0;
             for (int w : c.windows) {
-                const std::string label = exercise + " " + c.name + window_label(w);
+                const std::string label = exercise + " " + c.name + pa::exercise::window_label(w);
                 const std::vector<double> ref = reference(p, w);
                 const lesson06::PrefillArgs a = dev.args(gate);
                 wd.arm(label);
@@ -379,33 +336,19 @@ int run(int argc, char** argv, const Graded& g) {
             lesson06::DevicePrefillProblem dev(p, pa::cold_copies(2LL * static_cast<long long>(p.cache.k.size()) * 2, info.l2_bytes));
             const size_t n = out_elems(s);
             pa::DeviceBuffer<uint16_t> student_out(n);
-            std::vector<double> us[2];  // [0] student, [1] lesson
-            std::vector<cudaEvent_t> ev(2 * f.iters);
-            for (auto& e : ev) CUDA_CHECK(cudaEventCreate(&e));
             int copy = 0;
-            for (int round = 0; round < rounds; ++round)
-                for (int k = 0; k < 2; ++k) {
-                    const int who = (round % 2) ^ k;  // student first in even rounds, lesson first in odd ones
-                    const std::string what = pa::strf("%s speed %s (%s)", exercise.c_str(), shape_name.c_str(), who == 0 ? "student" : "lesson");
-                    wd.arm(what);
-                    for (int i = 0; i < f.iters; ++i) {
-                        lesson06::PrefillArgs a = dev.args(gate, copy++ % dev.copies());
-                        if (who == 0) a.out = student_out.get();
-                        CUDA_CHECK(cudaMemsetAsync(a.out, 0xff, n * sizeof(uint16_t), stream));
-                        CUDA_CHECK(cudaEventRecord(ev[2 * i], stream));
-                        if (who == 0) student(a, kFullWindow, stream);
-                        else lesson06::launch(lesson, a, stream);
-                        CUDA_CHECK(cudaEventRecord(ev[2 * i + 1], stream));
-                    }
-                    pa::exercise::wait_stream(stream, wd, what);
-                    wd.disarm();
-                    for (int i = 0; i < f.iters; ++i) {
-                        float ms = 0;
-                        CUDA_CHECK(cudaEventElapsedTime(&ms, ev[2 * i], ev[2 * i + 1]));
-                        us[who].push_back(ms * 1000.0);
-                    }
-                }
-            for (auto& e : ev) CUDA_CHECK(cudaEventDestroy(e));
+            lesson06::PrefillArgs a;
+            const auto prepare = [&](int who) {
+                a = dev.args(gate, copy++ % dev.copies());
+                if (who == 0) a.out = student_out.get();
+                CUDA_CHECK(cudaMemsetAsync(a.out, 0xff, n * sizeof(uint16_t), stream));
+            };
+            const auto launch = [&](int who) {
+                if (who == 0) student(a, kFullWindow, stream);
+                else lesson06::launch(lesson, a, stream);
+            };
+            const pa::exercise::SpeedShape sp =
+                pa::exercise::time_alternately(exercise, shape_name, stream, wd, rounds, f.iters, prepare, launch);
             // The student's last timed output, checked again on sampled rows (every 32nd new token
             // of each sequence, its first and last 16): a race or a stale answer shows here.
             wd.arm(exercise + " re-check " + shape_name);
@@ -418,10 +361,6 @@ int run(int argc, char** argv, const Graded& g) {
             for (size_t r = 0; r < rows.size(); ++r)
                 std::copy_n(out.begin() + rows[r] * row_elems, row_elems, picked.begin() + r * row_elems);
             const pa::CheckResult r = pa::compare_output(picked, ref, s.dtype);
-            pa::exercise::SpeedShape sp;
-            sp.shape = shape_name;
-            sp.student_us = median(us[0]);
-            sp.lesson_us = median(us[1]);
             std::printf("  %-28s student %9.2f us   lesson %9.2f us   ratio %.3f%s\n", shape_name.c_str(), sp.student_us,
                         sp.lesson_us, sp.ratio(), r.pass ? "" : "   re-check FAILED");
             std::lock_guard<std::mutex> lk(gr.mu);
