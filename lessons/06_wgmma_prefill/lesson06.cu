@@ -27,6 +27,8 @@ const char* method_name(Method m) {
         case Method::wgmma_setmaxnreg: return "wgmma_setmaxnreg";
         case Method::wgmma_overlap: return "wgmma_overlap";
         case Method::wgmma_ws: return "wgmma_ws";
+        case Method::wgmma_persistent: return "wgmma_persistent";
+        case Method::wgmma_fast_exp2: return "wgmma_fast_exp2";
     }
     return "?";
 }
@@ -134,7 +136,8 @@ const pa::DecodeVariant& decode_of(Policy p) {
 std::vector<PrefillVariant> all_variants() {
     std::vector<PrefillVariant> out;
     for (Method m : {Method::as_decode, Method::mma_sync, Method::wgmma, Method::wgmma_swizzle, Method::wgmma_tma,
-                     Method::wgmma_producer, Method::wgmma_setmaxnreg, Method::wgmma_overlap, Method::wgmma_ws})
+                     Method::wgmma_producer, Method::wgmma_setmaxnreg, Method::wgmma_overlap, Method::wgmma_ws,
+                     Method::wgmma_persistent, Method::wgmma_fast_exp2})
         for (Policy p : {Policy::softmax, Policy::gate}) {
             PrefillVariant v;
             v.name = std::string(method_name(m)) + "_" + policy_name(p);
@@ -216,6 +219,12 @@ void launch(const PrefillVariant& v, const PrefillArgs& a, cudaStream_t stream) 
         case Method::wgmma_ws:
             launch_wgmma_ws(a, v.policy, stream);
             return;
+        case Method::wgmma_persistent:
+            launch_wgmma_persistent(a, v.policy, stream);
+            return;
+        case Method::wgmma_fast_exp2:
+            launch_wgmma_fast_exp2(a, v.policy, stream);
+            return;
 #else
         default:
             break;
@@ -244,6 +253,8 @@ Geometry geometry(const PrefillVariant& v, const PrefillShape& s) {
         case Method::wgmma_setmaxnreg: return geometry_wgmma_setmaxnreg(s);
         case Method::wgmma_overlap: return geometry_wgmma_overlap(s);
         case Method::wgmma_ws: return geometry_wgmma_ws(s);
+        case Method::wgmma_persistent: return geometry_wgmma_persistent(s);
+        case Method::wgmma_fast_exp2: return geometry_wgmma_fast_exp2(s);
 #else
         default: break;
 #endif

@@ -38,7 +38,14 @@ struct GateParams {
     float scale, gamma, sigma;
 };
 
-template <int NB>  // 8-column blocks of the tile (8: 64 keys, 16: 128 keys)
+// 2^x as the softmax takes it: exp2f, which (without --use_fast_math) keeps a result below
+// 2^-126 (a denormal) exact, at the price of a range test and two multiplies around the one
+// MUFU.EX2 instruction. Step 11 swaps in the instruction alone (step11_fast_exp2.cuh).
+struct Exp2Exact {
+    __device__ __forceinline__ static float apply(float x) { return exp2f(x); }
+};
+
+template <int NB, class Exp2 = Exp2Exact>  // NB: 8-column blocks of the tile (8: 64 keys, 16: 128 keys)
 struct SoftmaxPolicy {
     static constexpr bool kRescales = true;
     float m[2];  // running max of rows g and g + 8, in the exp2 domain (-inf before any key)
@@ -72,7 +79,7 @@ struct SoftmaxPolicy {
             mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 2));
             const float m_new = fmaxf(m[r], mx[r] * scale_log2);
             base[r] = m_new == -INFINITY ? 0.f : m_new;  // a row with no key yet: no inf - inf
-            alpha[r] = exp2f(m[r] - base[r]);            // m = -inf: 0, and the output is 0 anyway
+            alpha[r] = Exp2::apply(m[r] - base[r]);      // m = -inf: 0, and the output is 0 anyway
             m[r] = m_new;
         }
         float sum[2] = {0.f, 0.f};
@@ -80,7 +87,7 @@ struct SoftmaxPolicy {
         for (int j = 0; j < NB; ++j)
 #pragma unroll
             for (int e = 0; e < 4; ++e) {
-                const float p = exp2f(fmaf(s[4 * j + e], scale_log2, -base[e >> 1]));
+                const float p = Exp2::apply(fmaf(s[4 * j + e], scale_log2, -base[e >> 1]));
                 s[4 * j + e] = p;
                 sum[e >> 1] += p;
             }
@@ -199,9 +206,9 @@ struct PolicyParams {
     SoftmaxParams softmax;
     GateParams gate;
 };
-template <int NB>
-__device__ __forceinline__ SoftmaxPolicy<NB> make_policy(const PolicyParams& p, SoftmaxPolicy<NB>*) {
-    return SoftmaxPolicy<NB>(p.softmax);
+template <int NB, class Exp2>
+__device__ __forceinline__ SoftmaxPolicy<NB, Exp2> make_policy(const PolicyParams& p, SoftmaxPolicy<NB, Exp2>*) {
+    return SoftmaxPolicy<NB, Exp2>(p.softmax);
 }
 template <int NB>
 __device__ __forceinline__ GatePolicy<NB> make_policy(const PolicyParams& p, GatePolicy<NB>*) {

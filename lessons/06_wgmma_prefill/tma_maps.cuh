@@ -1,9 +1,13 @@
-// The tensor maps of the TMA steps (5 to 9): q and the two page pools, as the copy engine sees
+// The tensor maps of the TMA steps (5 to 11): q and the two page pools, as the copy engine sees
 // them. Made on the host for each launch (tma_maps.cu, sm_90a objects only), passed to the kernel
 // as a __grid_constant__ parameter.
 #pragma once
 
 #include <cuda.h>  // CUtensorMap (a 128-byte opaque struct); no driver library is linked
+
+#include <algorithm>
+
+#include "device_info.cuh"
 
 #include "lesson06.h"
 #include "steps.cuh"  // make_batch, policy_params, launch_tiles128, geometry_tiles128
@@ -19,7 +23,7 @@ struct Maps {
 // The maps of a batch, for query tiles of `q_rows` rows.
 Maps make_maps(const PrefillArgs& a, int q_rows);
 
-// The host side of a TMA step (5 to 9), which differ only in their kernels: Step names them,
+// The host side of a TMA step (5 to 11), which differ only in their kernels: Step names them,
 //   struct Step {
 //       template <class P> static auto kernel();  // stepN::wgmma_ws_prefill_kernel<P>
 //       static constexpr int kNB, kRows, kThreads, kSmemBytes;  // stepN's
@@ -47,6 +51,32 @@ Geometry geometry_tma_step(const PrefillShape& s) {
     Geometry g;
     with_tma_step_kernel<Step>(Policy::softmax,
                                [&](auto kernel) { g = geometry_tiles128(kernel, s, Step::kThreads, Step::kSmemBytes); });
+    return g;
+}
+
+// The persistent steps (10, 11): one CTA per SM, or per work item when there are fewer (one CTA
+// fits an SM: kSmemBytes), each walking the (query tile, head) work list; the kernel takes the
+// number of items after the step's parameters.
+inline int persistent_ctas(long long items) {
+    return static_cast<int>(std::min<long long>(items, pa::current_device_info().sms));
+}
+
+template <class Step>
+void launch_persistent_step(const PrefillArgs& a, Policy p, cudaStream_t stream) {
+    const step2::Batch b = make_batch(a, Step::kRows);
+    const Maps maps = make_maps(a, Step::kRows);
+    const int items = a.H * a.num_tiles128;
+    with_tma_step_kernel<Step>(p, [&](auto kernel) {
+        pa::opt_in_max_dynamic_smem(reinterpret_cast<const void*>(kernel));
+        kernel<<<persistent_ctas(items), Step::kThreads, Step::kSmemBytes, stream>>>(b, policy_params(a), maps, items);
+        CUDA_CHECK_LAUNCH();
+    });
+}
+
+template <class Step>
+Geometry geometry_persistent_step(const PrefillShape& s) {
+    Geometry g = geometry_tma_step<Step>(s);  // g.ctas: the work items
+    g.ctas = persistent_ctas(g.ctas);
     return g;
 }
 
