@@ -42,9 +42,12 @@ POST_PREFILL_SHAPE = C.POST_H200_PREFILL_SHAPE
 PEER_DECODE = [("sdpa_flash", "peers_sdpa.csv"), ("sdpa_cudnn", "peers_sdpa.csv"),
                ("flashinfer_decode", "peers_flashinfer.csv"), ("flashinfer_decode_tc", "peers_flashinfer.csv")]
 PEER_PREFILL = [("sdpa_flash", "peers_sdpa.csv"), ("sdpa_cudnn", "peers_sdpa.csv"),
-                ("flashinfer_prefill", "peers_flashinfer.csv")]
+                ("flashinfer_prefill", "peers_flashinfer.csv"), ("flashinfer_prefill_sm90", "peers_flashinfer.csv")]
 LESSON05_VARIANTS = ["zero_skip", "compact_atomic", "compact_ordered", "split_k_compact", "split_k_cluster"]
-LESSON06_METHODS = ["as_decode", "mma_sync", "wgmma", "wgmma_ws"]
+# Lesson 06's steps in the TFLOPS table (as lesson 06's README table: catalog.LESSON06_METHODS); the last
+# is the lesson's last step, whose softmax the sentence holds against the fastest peer.
+LESSON06_METHODS = list(C.LESSON06_METHODS)
+LESSON06_LAST_SOFTMAX = f"{LESSON06_METHODS[-1]}_softmax"
 PLOTS = [("decode_bandwidth", "% of read bandwidth on Table A, lessons 01 -> 04 and the peers"),
          ("split_k", "single pass vs split-k vs the peers over ctx (Table B)"),
          ("tgs_sweep", "lesson 02's thread-group sizes on Table C"),
@@ -367,7 +370,7 @@ def t_h200_prefill(g):
         r = g.row("lesson06.csv", "06", ours, s, prefix="0") if (ours and l6 is not None) else None
         rows.append([kernel, f"{post_us:.0f}", f"`{ours}`" if ours else "-", cell_us(r) if ours else "-"])
     if l6 is not None:
-        for v in ("wgmma_ws_gate", "wgmma_ws_softmax"):
+        for v in ("wgmma_ws_gate", "wgmma_ws_softmax", f"{LESSON06_METHODS[-1]}_gate", LESSON06_LAST_SOFTMAX):
             rows.append(["-", "-", f"`{v}`", cell_us(g.row("lesson06.csv", "06", v, s, prefix="0"))])
     for v, f in peers:
         rows.append(["-", "-", f"peer `{v}`", cell_us(g.row(f, "peer", v, s))])
@@ -400,16 +403,20 @@ def t_h200_prefill(g):
     parts.append(T.table(head, trows, right=set(range(1, len(head)))))
     mma = us_of(g.row("lesson06.csv", "06", "mma_sync_gate", s, prefix="0")) if l6 is not None else None
     ws = us_of(g.row("lesson06.csv", "06", "wgmma_ws_gate", s, prefix="0")) if l6 is not None else None
-    wss = us_of(g.row("lesson06.csv", "06", "wgmma_ws_softmax", s, prefix="0")) if l6 is not None else None
+    last = us_of(g.row("lesson06.csv", "06", LESSON06_LAST_SOFTMAX, s, prefix="0")) if l6 is not None else None
     best_peer = best_of_rows([g.row(f, "peer", v, s) for v, f in peers])
     post_wg, post_fa = POST_H200_PREFILL[0][1] / POST_H200_PREFILL[2][1], POST_H200_PREFILL[2][1] / POST_H200_PREFILL[3][1]
     if mma and ws:
         said = (f"The post's WGMMA is {post_wg:.1f}x faster than its mma.sync; here `wgmma_ws_gate` is {mma / ws:.1f}x "
                 f"faster than `mma_sync_gate`, so that conclusion {'holds' if ws < mma else 'does not hold'}")
-        if best_peer and wss:
-            gap = wss / us_of(best_peer)
+        if best_peer and last:
+            gap = last / us_of(best_peer)
             said += (f"; FA3 was {post_fa:.1f}x faster than its best WGMMA, and here the fastest peer (`{best_peer['variant']}`) "
-                     f"is {gap:.1f}x {'faster' if gap > 1 else 'slower'} than `wgmma_ws_softmax`.")
+                     + (f"is {gap:.2f}x faster than" if gap > 1 else f"takes {1 / gap:.2f}x the time of")
+                     + f" the lesson's last step, `{LESSON06_LAST_SOFTMAX}`.")
+        elif best_peer:
+            said += (f"; `{LESSON06_LAST_SOFTMAX}`, the lesson's last step, was not measured here, so the gap to the "
+                     "fastest peer cannot be checked.")
         else:
             said += "; the peers were not measured here, so the gap to FA3-class kernels cannot be checked."
     elif best_peer:

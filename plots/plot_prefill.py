@@ -2,8 +2,9 @@
 """Lesson 06 and the peers: prefill TFLOPS against the prompt length.
 
 Reads plots/data/<gpu>/lesson06.csv (variants <method>_<policy>: methods as_decode, mma_sync,
-wgmma, wgmma_ws; policies softmax and gate; a `prefix` column) and the peers' prefill rows
-(sdpa_flash, sdpa_cudnn from peers_sdpa.csv, flashinfer_prefill from peers_flashinfer.csv),
+wgmma, wgmma_ws and the last step, wgmma_fast_exp2; policies softmax and gate; a `prefix`
+column) and the peers' prefill rows (sdpa_flash, sdpa_cudnn from peers_sdpa.csv;
+flashinfer_prefill and its Hopper backend flashinfer_prefill_sm90 from peers_flashinfer.csv),
 and writes plots/<gpu>_prefill.png: one panel per policy, L2-cold TFLOPS of each step against
 the prompt length T of lesson 06's shapes with no cached prefix (prefix 0), log x axis, with
 the measured dense bf16 GEMM rate (each row's tflops over its pct_mma_peak) as a dashed line.
@@ -23,9 +24,9 @@ import plotlib
 from plotlib import plt
 
 METHODS = (("as_decode", "#9467bd", "x"), ("mma_sync", "#ff7f0e", "o"), ("wgmma", "#2ca02c", "s"),
-           ("wgmma_ws", "#d62728", "D"))
+           ("wgmma_ws", "#d62728", "D"), ("wgmma_fast_exp2", "#1f77b4", "*"))
 POLICIES = ("softmax", "gate")
-PEERS = ("sdpa_flash", "sdpa_cudnn", "flashinfer_prefill")
+PEERS = ("sdpa_flash", "sdpa_cudnn", "flashinfer_prefill", "flashinfer_prefill_sm90")
 
 
 def prefix0(r):

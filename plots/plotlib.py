@@ -35,7 +35,7 @@ PEER_FILES = ("peers_sdpa.csv", "peers_flashinfer.csv")
 PEER_STYLE = {
     "sdpa_flash": ("#7f7f7f", "s"), "sdpa_cudnn": ("#17becf", "D"),
     "flashinfer_decode": ("#bcbd22", "^"), "flashinfer_decode_tc": ("#8c564b", "v"),
-    "flashinfer_prefill": ("#bcbd22", "^"),
+    "flashinfer_prefill": ("#bcbd22", "^"), "flashinfer_prefill_sm90": ("#e377c2", "P"),
 }
 
 

@@ -1177,9 +1177,9 @@ def t_lesson05_posts(ctx, gpu, c):
 # l2): the same shape name runs with prefixes 0 and 1024, so rows are looked up with the prefix.
 
 # The H200 post's prefill kernels beside ours (kernel, published us, our variant), and ("-") the
-# step of ours the post has no kernel for.
+# steps of ours the post has no kernel for: the ping-pong's gate and the last step's gate.
 LESSON06_POST = [(name, us, LESSON06_POST_OURS[k]) for k, name, _, us in POST_H200_PREFILL_US]
-LESSON06_POST.insert(3, ("-", None, "wgmma_ws_gate"))
+LESSON06_POST[3:3] = [("-", None, "wgmma_ws_gate"), ("-", None, f"{LESSON06_METHODS[-1]}_gate")]
 
 
 class Lesson06Csv(Keyed):
@@ -1211,10 +1211,18 @@ def l06_cell(r):
 
 
 def l06_absent(l6):
+    """' Not in this CSV (why): ...' for the table's methods the CSV lacks. A CSV with some sm_90a
+    methods must have them all: one without the last steps is a run from before them, an error
+    (never a table whose 'last step' is an older one)."""
     missing = sorted({f"{m}_{p}" for p in LESSON06_POLICIES for m in l6.methods(p)[1]},
                      key=lambda v: [f"{m}_{p}" for m in LESSON06_METHODS for p in LESSON06_POLICIES].index(v))
     if not missing:
         return ""
+    hopper_run = any(v.rsplit("_", 1)[0] in LESSON06_HOPPER for v in l6.have)
+    if hopper_run:
+        v = missing[0]
+        raise TableError(f"{l6.c.rel}: no lesson 06 {v} rows, though the run has sm_90a steps "
+                         f"(a run from before that step? rerun lesson 06)")
     why = ("built for sm_90a only" if all(v.rsplit("_", 1)[0] in LESSON06_HOPPER for v in missing)
            else "the run could not make them; its printout says why")
     return f" Not in this CSV ({why}): {', '.join(f'`{v}`' for v in missing)}."
@@ -1225,6 +1233,7 @@ def t_lesson06(ctx, gpu, c):
     """Lesson 06 README: the prefill ladder (lesson06.csv), per shape, prefix and policy: each step's
     L2-cold median us and TFLOPS (causal FLOPs), and the last step's % of the measured GEMM rate."""
     l6 = Lesson06Csv(c)
+    absent = l06_absent(l6)
     rows = []
     for shape, prefix in LESSON06_SHAPES:
         for policy in LESSON06_POLICIES:
@@ -1242,9 +1251,9 @@ def t_lesson06(ctx, gpu, c):
     return (
         f"**{gpu_name(gpu)}**, data {ctx.link(c)} (dense bf16 GEMM through cuBLAS measured in the same run: "
         f"{l6.gemm_tflops()} TFLOPS). Each cell: L2-cold median us (TFLOPS, causal FLOPs "
-        f"4 D H pairs). bf16, D 128, pages of 16; the gate at sigma 1.5.{l06_absent(l6)}\n\n"
+        f"4 D H pairs). bf16, D 128, pages of 16; the gate at sigma 1.5.{absent}\n\n"
         + table(["shape", "prefix", "policy", *[f"`{m}`" for m in LESSON06_METHODS],
-                 "last step, % of GEMM", "its CTAs"], rows, right=set(range(3, 9))))
+                 "last step, % of GEMM", "its CTAs"], rows, right=set(range(3, 5 + len(LESSON06_METHODS)))))
 
 
 @per_gpu("lesson06_post", "lesson06.csv")
@@ -1252,6 +1261,7 @@ def t_lesson06_post(ctx, gpu, c):
     """Lesson 06 README: the H200 post's prefill kernels at B32-T256-H8-Hkv4 (published us) beside the
     lesson's variant that does the same thing, L2-hot and L2-cold medians (lesson06.csv)."""
     l6 = Lesson06Csv(c)
+    l06_absent(l6)  # a Hopper run from before the last step: an error, not a table of "-"
     rows = []
     for kernel, post_us, ours in LESSON06_POST:
         r_hot, r_cold = l6.find(ours, POST_H200_PREFILL_SHAPE, "0", "hot"), l6.find(ours, POST_H200_PREFILL_SHAPE, "0")

@@ -19,8 +19,9 @@ from pathlib import Path
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import catalog as C  # noqa: E402
 from catalog import LESSON01_SHAPES, LESSON07_PAIRS, LESSON07_TOKENS, LONG_SHAPES, TABLE_A, TABLE_B  # noqa: E402
-from tables import (LESSON04_FIXES, LESSON04_SPLITS, LESSON07_PER_TOKEN_MAX, LESSON07_STAGES, l07_shape,  # noqa: E402
-                    run, variant_list)
+from tables import (LESSON04_FIXES, LESSON04_SPLITS, LESSON06_POST, LESSON07_PER_TOKEN_MAX,  # noqa: E402
+                    LESSON07_STAGES, REPO, Csv, Lesson06Csv, TableError, l06_absent, l07_shape, ladder_steps, run,
+                    variant_list)
 
 HEADER = ("gpu,lesson,variant,shape,dtype,B,H,Hkv,D,ctx,block_size,l2,us_median,us_min,bytes,gbps,"
           "pct_read_bw,flops,tflops,pct_mma_peak,check,rel_err,ctas,ctas_per_sm,waves")
@@ -315,6 +316,34 @@ def self_test():
            "catalog: the H200 post's prefill shape is a lesson 06 prompt shape, four kernels")
     expect(set(C.GPU_ORDER) == set(C.GPU_NAMES) == set(C.GPU_SHORT) and set(C.GPU_ORDER) <= set(C.GPU_DEVICE_NAMES),
            "catalog: every GPU in GPU_ORDER is named")
+    # Lesson 06: the ladder table reads every step file (the last, step 11, reuses step 10's kernel
+    # and adds only its policy: a few lines, not 0 and not the whole kernel); the results table's
+    # last column and the post's FA3 row are the last step; a Hopper run without the last step's
+    # rows is an error, a run with no sm_90a steps at all a note.
+    steps = ladder_steps(REPO / "lessons" / "06_wgmma_prefill")
+    last_n, _, _, last_variant, last_added = steps[-1]
+    expect([n for n, *_ in steps] == sorted(n for n, *_ in steps) and len({n for n, *_ in steps}) == len(steps),
+           "lesson 06 ladder: steps in order, each once")
+    expect(last_variant == f"{C.LESSON06_METHODS[-1]}_softmax" and 0 < last_added < 80,
+           f"lesson 06 ladder: the last step is {C.LESSON06_METHODS[-1]}, adding a few lines (got {steps[-1]})")
+    expect(set(C.LESSON06_METHODS) <= {v.rsplit("_", 1)[0] for *_, v, _ in steps} | {"as_decode"},
+           "catalog: every lesson 06 method of the results table is a step of the ladder")
+    expect(C.LESSON06_POST_OURS["fa3"] == f"{C.LESSON06_METHODS[-1]}_softmax" and LESSON06_POST[-1][2] == C.LESSON06_POST_OURS["fa3"],
+           "catalog: the post's FA3 sits beside the last step's softmax")
+
+    def l06(methods):
+        head = "gpu,lesson,variant,shape,prefix,l2,us_median,check"
+        return Lesson06Csv(Csv("plots/data/x/lesson06.csv", "\n".join(
+            [head] + [f"x,06,{m}_{p},B1-T8192-H32-Hkv8,0,cold,1.0,PASS" for m in methods for p in C.LESSON06_POLICIES])))
+
+    expect(l06_absent(l06(C.LESSON06_METHODS)) == "", "lesson 06: every method present, no note")
+    expect("built for sm_90a only" in l06_absent(l06(["as_decode", "mma_sync"])), "lesson 06: a run without sm_90a steps: a note")
+    try:
+        l06_absent(l06(C.LESSON06_METHODS[:-1]))
+        expect(False, "lesson 06: a Hopper run without the last step's rows is an error")
+    except TableError as e:
+        expect(f"{C.LESSON06_METHODS[-1]}_softmax" in str(e), f"lesson 06: the error names the missing step (got {e})")
+
     for f in failures:
         print(f"self-test FAILED: {f}")
     if not failures:

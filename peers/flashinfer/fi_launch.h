@@ -1,5 +1,5 @@
 // The FlashInfer peer's calls into FlashInfer, behind a plain C++ interface: main.cu includes
-// this and never FlashInfer's headers, so that only the four fi_*.cu files compile them.
+// this and never FlashInfer's headers, so that only the fi_*.cu files compile them.
 //
 // Every call returns an empty string on success, else one line saying what failed (a
 // FlashInfer error, a CUDA error, a configuration FlashInfer does not offer).
@@ -68,6 +68,17 @@ std::string prefill_plan(const std::vector<int>& qo_indptr_host, const std::vect
                          int num_qo_heads, int num_kv_heads, int page_size, Workspace& ws, Plan* plan);
 std::string prefill_run(pa::DType t, bool causal, const Plan& plan, Workspace& ws, const PagedKv& kv, const void* q,
                         int* qo_indptr_dev, void* o, int num_qo_heads, float sm_scale, cudaStream_t stream);
+
+// BatchPrefill's Hopper backend (FlashInfer's FA3-style kernels, sm_90a), causal, bf16, D 128:
+// built only with 90a configured and CUTLASS beside FlashInfer's headers, when main.cu sees
+// PA_FI_SM90_PREFILL (fi_prefill_sm90_bf16.cu). Its planner, PrefillSM90Plan, deals the
+// 128-row query tiles of every (sequence, head) out to one persistent CTA per SM by estimated
+// cost; it needs each sequence's key count beside the page lists. q and o as prefill_run's.
+std::string prefill_sm90_plan(const std::vector<int>& qo_indptr_host, const std::vector<int>& kv_indptr_host,
+                              const std::vector<int>& kv_len_host, int batch, int num_qo_heads, int num_kv_heads,
+                              int page_size, Workspace& ws, Plan* plan);
+std::string prefill_sm90_run(pa::DType t, const Plan& plan, Workspace& ws, const PagedKv& kv, const void* q,
+                             int total_rows, void* o, int num_qo_heads, float sm_scale, cudaStream_t stream);
 
 // The per-dtype entry points (fi_decode_<dtype>.cu, fi_prefill_<dtype>.cu).
 std::string decode_plan_fp16(const std::vector<int>&, int, int, int, int, Workspace&, Plan*);

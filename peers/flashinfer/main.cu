@@ -7,7 +7,10 @@
 //                         FlashInfer's Python wrapper runs for decode with use_tensor_cores=True,
 //                         any group
 //   flashinfer_prefill    BatchPrefill, causal, over the paged cache (prefix 0), bf16: lesson
-//                         06's prompt shapes
+//                         06's prompt shapes; FlashInfer's portable FlashAttention-2 template
+//   flashinfer_prefill_sm90  the same call on FlashInfer's Hopper backend (its FA3-style kernels,
+//                         sm_90a, after its own planner PrefillSM90Plan); built only with 90a and
+//                         CUTLASS beside FlashInfer's headers, run only on an sm_90 GPU
 //
 // The cache is common/'s: K and V pools [num_blocks, Hkv, 16, D] (FlashInfer's HND), a random
 // block table (its rows become FlashInfer's CSR page lists), NaN in every slot no sequence
@@ -21,6 +24,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <functional>
 #include <set>
 #include <stdexcept>
 #include <string>
@@ -183,8 +187,65 @@ std::vector<std::pair<int, int>> sample_rows(int B, int T, uint64_t seed) {
     return {out.begin(), out.end()};
 }
 
+// Why the Hopper prefill cannot run here (empty when it can).
+std::string sm90_why_not(const pa::DeviceInfo& info) {
+#if defined(PA_FI_SM90_PREFILL)
+    if (info.cc() != 90)
+        return "needs an sm_90 GPU (FlashInfer's FA3-style kernels are sm_90a code); " + info.name + " is sm_" +
+               std::to_string(info.cc());
+    return "";
+#elif defined(PA_FI_SM90_MISSING) && PA_FI_SM90_MISSING == 1
+    (void)info;
+    return "not built (90a is not among the configured CUDA architectures)";
+#else
+    (void)info;
+    return "not built (no CUTLASS headers beside FlashInfer's; see peers/README.md)";
+#endif
+}
+
+// One prefill row's FlashInfer calls: its planner, and its launch on one copy of the inputs.
+struct PrefillVariant {
+    std::string name;
+    std::function<fi_peer::Plan()> plan;
+    std::function<void(const fi_peer::Plan&, const fi_peer::PagedKv&, const void* q, void* out)> launch;
+};
+
+std::vector<PrefillVariant> prefill_variants(const PrefillShape& ps, const std::string& only,
+                                             const std::vector<int>& qo_indptr, const PageLists& pages,
+                                             const std::vector<int>& kv_lens, int* d_qo, int page, float scale,
+                                             const pa::DeviceInfo& info, fi_peer::Workspace& ws) {
+    std::vector<PrefillVariant> v;
+    if (only.empty() || only == "flashinfer_prefill")
+        v.push_back({"flashinfer_prefill",
+                     [&, page]() {
+                         fi_peer::Plan plan;
+                         throw_if(fi_peer::prefill_plan(qo_indptr, pages.indptr, ps.B, ps.H, ps.Hkv, page, ws, &plan));
+                         return plan;
+                     },
+                     [&, d_qo, scale](const fi_peer::Plan& plan, const fi_peer::PagedKv& kv, const void* q, void* out) {
+                         throw_if(fi_peer::prefill_run(pa::DType::bf16, true, plan, ws, kv, q, d_qo, out, ps.H, scale, nullptr));
+                     }});
+    if ((only.empty() || only == "flashinfer_prefill_sm90") && sm90_why_not(info).empty()) {
+#if defined(PA_FI_SM90_PREFILL)
+        const int rows = qo_indptr.back();
+        v.push_back({"flashinfer_prefill_sm90",
+                     [&, page]() {
+                         fi_peer::Plan plan;
+                         throw_if(fi_peer::prefill_sm90_plan(qo_indptr, pages.indptr, kv_lens, ps.B, ps.H, ps.Hkv, page,
+                                                             ws, &plan));
+                         return plan;
+                     },
+                     [&, rows, scale](const fi_peer::Plan& plan, const fi_peer::PagedKv& kv, const void* q, void* out) {
+                         throw_if(fi_peer::prefill_sm90_run(pa::DType::bf16, plan, ws, kv, q, rows, out, ps.H, scale, nullptr));
+                     }});
+#endif
+    }
+    (void)kv_lens;
+    return v;
+}
+
 std::vector<pa::ResultRow> bench_prefill(const pa::BenchSetup& setup, double mma_tflops, const PrefillShape& ps,
-                                         uint64_t seed, fi_peer::Workspace& ws) {
+                                         uint64_t seed, const std::string& only, fi_peer::Workspace& ws) {
     const pa::DType t = pa::DType::bf16;
     const int D = 128, page = 16;
     const pa::DecodeShape cache_shape = pa::make_shape(ps.name, ps.H, ps.Hkv, std::vector<int>(ps.B, ps.T), D, page, t);
@@ -200,9 +261,10 @@ std::vector<pa::ResultRow> bench_prefill(const pa::BenchSetup& setup, double mma
     PageLists pages(p.table, page);
     std::vector<int> qo_indptr(ps.B + 1);
     for (int b = 0; b <= ps.B; ++b) qo_indptr[b] = b * ps.T;
-    fi_peer::Plan plan;
-    throw_if(fi_peer::prefill_plan(qo_indptr, pages.indptr, ps.B, ps.H, ps.Hkv, page, ws, &plan));
     pa::DeviceBuffer<int> d_qo(qo_indptr);
+    const std::vector<PrefillVariant> variants = prefill_variants(
+        ps, only, qo_indptr, pages, p.table.context_lens, d_qo.get(), page, static_cast<float>(p.scale), setup.info, ws);
+    if (variants.empty()) return {};  // the one asked for is not available here (its "not run" line says why)
 
     // Copies of K, V and q for the L2-cold timing; copy 0 is the L2-hot one.
     const long long copy_bytes = static_cast<long long>(p.cache.k.size() + p.cache.v.size() + q.size()) * 2;
@@ -220,11 +282,6 @@ std::vector<pa::ResultRow> bench_prefill(const pa::BenchSetup& setup, double mma
         dq.back().copy_from(dq[0]);
     }
     pa::DeviceBuffer<uint16_t> out(q.size());
-    auto launch = [&](int c) {
-        const fi_peer::PagedKv kv = pages.view(dk[c].get(), dv[c].get(), ps.Hkv, page, D);
-        throw_if(fi_peer::prefill_run(t, true, plan, ws, kv, dq[c].get(), d_qo.get(), out.get(), ps.H,
-                                      static_cast<float>(p.scale), nullptr));
-    };
     auto check = [&]() {
         CUDA_CHECK(cudaDeviceSynchronize());
         const std::vector<uint16_t> all = out.download();
@@ -235,16 +292,6 @@ std::vector<pa::ResultRow> bench_prefill(const pa::BenchSetup& setup, double mma
         }
         return pa::compare_output(got, ref, t);
     };
-    out.fill_bytes(0xff);
-    launch(0);
-    const pa::CheckResult before = check();
-    const pa::Timing hot = pa::time_kernel([&](int) { launch(0); }, 1, setup.warmup, setup.iters);
-    const pa::Timing cold = pa::time_kernel(launch, copies, setup.warmup, setup.iters);
-    const pa::CheckResult after = check();  // the output of the last timed launch
-    const bool pass = before.pass && after.pass;
-    if (!pass)
-        std::fprintf(stderr, "FAIL flashinfer_prefill %s: %s\n", ps.name.c_str(),
-                     (before.pass ? after.message : before.message).c_str());
 
     // Causal FLOPs: row i of a sequence multiplies against i + 1 keys, for QK^T and for PV.
     const double pairs = static_cast<double>(ps.B) * ps.T * (ps.T + 1) / 2.0;
@@ -252,37 +299,55 @@ std::vector<pa::ResultRow> bench_prefill(const pa::BenchSetup& setup, double mma
     const double bytes = 2.0 * (2.0 * rows_total * ps.H * D + 2.0 * rows_total * ps.Hkv * D) +
                          4.0 * (pages.indices.size() + pages.indptr.size() + pages.last_page_len.size() + qo_indptr.size());
     std::vector<pa::ResultRow> rows;
-    for (int cold_run = 0; cold_run < 2; ++cold_run) {
-        const pa::Timing& tm = cold_run ? cold : hot;
-        pa::ResultRow r;
-        r.gpu = setup.info.short_name;
-        r.lesson = kLesson;
-        r.variant = "flashinfer_prefill";
-        r.shape = ps.name;
-        r.dtype = pa::dtype_name(t);
-        r.B = ps.B;
-        r.H = ps.H;
-        r.Hkv = ps.Hkv;
-        r.D = D;
-        r.ctx = std::to_string(ps.T);
-        r.block_size = page;
-        r.l2 = cold_run ? "cold" : "hot";
-        r.us_median = tm.us_median;
-        r.us_min = tm.us_min;
-        r.bytes = bytes;
-        r.gbps = bytes / (tm.us_median * 1e-6) / 1e9;
-        r.read_bw_gbps = setup.read_bw_gbps;
-        r.pct_read_bw = 100.0 * *r.gbps / setup.read_bw_gbps;
-        r.flops = flops;
-        r.tflops = flops / (tm.us_median * 1e-6) / 1e12;
-        r.mma_peak_tflops = mma_tflops;
-        r.pct_mma_peak = 100.0 * *r.tflops / mma_tflops;
-        r.check = pass ? "PASS" : "FAIL";
-        r.rel_err = std::max(before.rel_err, after.rel_err);
-        r.set_extra("ctas", std::to_string(plan.ctas));
-        r.set_extra("fi_split_kv", plan.split_kv ? "1" : "0");
-        r.set_extra("prefix", "0");
-        rows.push_back(r);
+    // One variant after the other: each plans into the shared workspace, then is checked, timed
+    // and checked again before the next one plans.
+    for (const PrefillVariant& v : variants) {
+        const fi_peer::Plan plan = v.plan();
+        auto launch = [&](int c) {
+            v.launch(plan, pages.view(dk[c].get(), dv[c].get(), ps.Hkv, page, D), dq[c].get(), out.get());
+        };
+        out.fill_bytes(0xff);
+        launch(0);
+        const pa::CheckResult before = check();
+        const pa::Timing hot = pa::time_kernel([&](int) { launch(0); }, 1, setup.warmup, setup.iters);
+        const pa::Timing cold = pa::time_kernel(launch, copies, setup.warmup, setup.iters);
+        const pa::CheckResult after = check();  // the output of the last timed launch
+        const bool pass = before.pass && after.pass;
+        if (!pass)
+            std::fprintf(stderr, "FAIL %s %s: %s\n", v.name.c_str(), ps.name.c_str(),
+                         (before.pass ? after.message : before.message).c_str());
+        for (int cold_run = 0; cold_run < 2; ++cold_run) {
+            const pa::Timing& tm = cold_run ? cold : hot;
+            pa::ResultRow r;
+            r.gpu = setup.info.short_name;
+            r.lesson = kLesson;
+            r.variant = v.name;
+            r.shape = ps.name;
+            r.dtype = pa::dtype_name(t);
+            r.B = ps.B;
+            r.H = ps.H;
+            r.Hkv = ps.Hkv;
+            r.D = D;
+            r.ctx = std::to_string(ps.T);
+            r.block_size = page;
+            r.l2 = cold_run ? "cold" : "hot";
+            r.us_median = tm.us_median;
+            r.us_min = tm.us_min;
+            r.bytes = bytes;
+            r.gbps = bytes / (tm.us_median * 1e-6) / 1e9;
+            r.read_bw_gbps = setup.read_bw_gbps;
+            r.pct_read_bw = 100.0 * *r.gbps / setup.read_bw_gbps;
+            r.flops = flops;
+            r.tflops = flops / (tm.us_median * 1e-6) / 1e12;
+            r.mma_peak_tflops = mma_tflops;
+            r.pct_mma_peak = 100.0 * *r.tflops / mma_tflops;
+            r.check = pass ? "PASS" : "FAIL";
+            r.rel_err = std::max(before.rel_err, after.rel_err);
+            r.set_extra("ctas", std::to_string(plan.ctas));
+            r.set_extra("fi_split_kv", plan.split_kv ? "1" : "0");
+            r.set_extra("prefix", "0");
+            rows.push_back(r);
+        }
     }
     return rows;
 }
@@ -299,12 +364,13 @@ void print_prefill_rows(const std::vector<pa::ResultRow>& rows) {
 std::string usage() {
     std::string u = pa::common_usage_line(kProgram);
     u += "FlashInfer's BatchDecode (flashinfer_decode), its tensor-core decode (flashinfer_decode_tc) and its causal\n"
-         "BatchPrefill (flashinfer_prefill) on this repository's paged cache: decode on Tables A, B and C, prefill on\n"
-         "lesson 06's prompt shapes (";
+         "BatchPrefill (flashinfer_prefill; flashinfer_prefill_sm90: its Hopper FA3-style backend, sm_90a builds on\n"
+         "an sm_90 GPU) on this repository's paged cache: decode on Tables A, B and C, prefill on lesson 06's prompt\n"
+         "shapes (";
     for (const auto& p : prefill_shapes()) u += p.name + (p.name == prefill_shapes().back().name ? "" : ", ");
     u += "). Rows: lesson `peer`.\n"
          "  --shape NAME     a decode catalogue shape or a prefill shape (repeatable)\n"
-         "  --variant NAME   flashinfer_decode | flashinfer_decode_tc | flashinfer_prefill\n"
+         "  --variant NAME   flashinfer_decode | flashinfer_decode_tc | flashinfer_prefill | flashinfer_prefill_sm90\n"
          "  --csv FILE  --iters N  --seed N\n";
     return u;
 }
@@ -323,9 +389,12 @@ int main(int argc, char** argv) {
         std::fprintf(stderr, "error: %s: --part takes decode or prefill, got '%s'\n", kProgram, part.c_str());
         return pa::kExitBadInput;
     }
-    const std::set<std::string> variants = {"flashinfer_decode", "flashinfer_decode_tc", "flashinfer_prefill"};
+    const std::set<std::string> variants = {"flashinfer_decode", "flashinfer_decode_tc", "flashinfer_prefill",
+                                            "flashinfer_prefill_sm90"};
     if (!f.variant.empty() && !variants.count(f.variant)) {
-        std::fprintf(stderr, "error: %s: unknown variant '%s' (flashinfer_decode, flashinfer_decode_tc, flashinfer_prefill)\n",
+        std::fprintf(stderr,
+                     "error: %s: unknown variant '%s' (flashinfer_decode, flashinfer_decode_tc, flashinfer_prefill, "
+                     "flashinfer_prefill_sm90)\n",
                      kProgram, f.variant.c_str());
         return pa::kExitBadInput;
     }
@@ -359,7 +428,7 @@ int main(int argc, char** argv) {
         for (const auto& p : prefill_shapes())
             if (!quick || peers::quick_shapes().count(p.name)) prefill.push_back(p);
     }
-    if (part == "prefill" || f.variant == "flashinfer_prefill") decode.clear();
+    if (part == "prefill" || f.variant == "flashinfer_prefill" || f.variant == "flashinfer_prefill_sm90") decode.clear();
     if (part == "decode" || f.variant == "flashinfer_decode" || f.variant == "flashinfer_decode_tc") prefill.clear();
 
     const pa::DeviceInfo info = pa::require_gpu(kProgram);
@@ -381,6 +450,9 @@ int main(int argc, char** argv) {
         fi_peer::Workspace ws;
         std::vector<pa::ResultRow> drows, prows;
         std::vector<std::string> skipped;
+        const std::string sm90_why = sm90_why_not(info);
+        if (!prefill.empty() && !sm90_why.empty() && (f.variant.empty() || f.variant == "flashinfer_prefill_sm90"))
+            skipped.push_back("flashinfer_prefill_sm90: " + sm90_why);
         int failures = 0;
         const size_t total = decode.size() + prefill.size();
         size_t done = 0;
@@ -393,7 +465,7 @@ int main(int argc, char** argv) {
         for (const auto& ps : prefill) {
             std::printf("[%zu/%zu] %s\n", ++done, total, ps.name.c_str());
             std::fflush(stdout);
-            auto r = bench_prefill(setup, mma, ps, f.seed, ws);
+            auto r = bench_prefill(setup, mma, ps, f.seed, f.variant, ws);
             prows.insert(prows.end(), r.begin(), r.end());
         }
         ws.release();
