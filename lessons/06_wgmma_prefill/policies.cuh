@@ -40,7 +40,7 @@ struct GateParams {
 
 // 2^x as the softmax takes it: exp2f, which (without --use_fast_math) keeps a result below
 // 2^-126 (a denormal) exact, at the price of a range test and two multiplies around the one
-// MUFU.EX2 instruction. Step 11 swaps in the instruction alone (step11_fast_exp2.cuh).
+// MUFU.EX2 instruction. Step 11 swaps in the instruction alone (step11_fast_exp2.cuh: Exp2Ftz).
 struct Exp2Exact {
     __device__ __forceinline__ static float apply(float x) { return exp2f(x); }
 };

@@ -12,8 +12,8 @@ namespace {
 struct Step11 {
     template <class P>
     static auto kernel() { return step11::wgmma_fast_exp2_prefill_kernel<P>; }
-    static constexpr int kNB = step10::kNB, kRows = step10::kRows, kThreads = step10::kThreads;
-    static constexpr int kSmemBytes = step10::kSmemBytes;
+    static constexpr int kNB = step11::kNB, kRows = step11::kRows, kThreads = step11::kThreads;
+    static constexpr int kSmemBytes = step11::kSmemBytes;
 };
 
 }  // namespace

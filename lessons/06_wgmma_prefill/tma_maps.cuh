@@ -1,4 +1,4 @@
-// The tensor maps of the TMA steps (5 to 11): q and the two page pools, as the copy engine sees
+// The tensor maps of the TMA steps (5 to 12): q and the two page pools, as the copy engine sees
 // them. Made on the host for each launch (tma_maps.cu, sm_90a objects only), passed to the kernel
 // as a __grid_constant__ parameter.
 #pragma once
@@ -23,7 +23,7 @@ struct Maps {
 // The maps of a batch, for query tiles of `q_rows` rows.
 Maps make_maps(const PrefillArgs& a, int q_rows);
 
-// The host side of a TMA step (5 to 11), which differ only in their kernels: Step names them,
+// The host side of a TMA step (5 to 12), which differ only in their kernels: Step names them,
 //   struct Step {
 //       template <class P> static auto kernel();  // stepN::wgmma_ws_prefill_kernel<P>
 //       static constexpr int kNB, kRows, kThreads, kSmemBytes;  // stepN's
@@ -54,7 +54,7 @@ Geometry geometry_tma_step(const PrefillShape& s) {
     return g;
 }
 
-// The persistent steps (10, 11): one CTA per SM, or per work item when there are fewer (one CTA
+// The persistent steps (10 to 12): one CTA per SM, or per work item when there are fewer (one CTA
 // fits an SM: kSmemBytes), each walking the (query tile, head) work list; the kernel takes the
 // number of items after the step's parameters.
 inline int persistent_ctas(long long items) {

@@ -105,15 +105,6 @@ flashinfer::paged_kv_t<DType, int32_t> fi_paged_kv(const PagedKv& kv) {
         kv.indptr, kv.last_page_len);
 }
 
-inline std::string cuda_failed(const char* what, cudaError_t e) {
-    return std::string(what) + ": " + cudaGetErrorString(e);
-}
-
-template <class T>
-T* at_offset(void* base, int64_t offset) {
-    return static_cast<T*>(static_cast<void*>(static_cast<char*>(base) + offset));
-}
-
 template <class DType>
 std::string decode_plan_t(const std::vector<int>& indptr_host, int batch, int num_qo_heads, int num_kv_heads,
                           int page_size, Workspace& ws, Plan* plan) {

@@ -90,4 +90,15 @@ std::string prefill_run_fp16(bool, const Plan&, Workspace&, const PagedKv&, cons
 std::string prefill_run_bf16(bool, const Plan&, Workspace&, const PagedKv&, const void*, int*, void*, int, float,
                              cudaStream_t);
 
+// The helpers of both FlashInfer back ends' launch code (fi_impl.cuh, fi_sm90_impl.cuh): a failed
+// CUDA call as one line, and a typed pointer `offset` bytes into a planner's workspace buffer.
+inline std::string cuda_failed(const char* what, cudaError_t e) {
+    return std::string(what) + ": " + cudaGetErrorString(e);
+}
+
+template <class T>
+T* at_offset(void* base, int64_t offset) {
+    return static_cast<T*>(static_cast<void*>(static_cast<char*>(base) + offset));
+}
+
 }  // namespace fi_peer

@@ -31,7 +31,7 @@ std::string prefill_sm90_plan(const std::vector<int>& qo_indptr_host, const std:
         int device = 0, num_sms = 0;
         cudaError_t e = cudaGetDevice(&device);
         if (e == cudaSuccess) e = cudaDeviceGetAttribute(&num_sms, cudaDevAttrMultiProcessorCount, device);
-        if (e != cudaSuccess) return cuda_failed_sm90("PrefillSM90Plan: the SM count", e);
+        if (e != cudaSuccess) return cuda_failed("PrefillSM90Plan: the SM count", e);
         // The float buffer is not used by this planner (no split-k); the int one holds the work list.
         const std::string grown = ws.allocate(1, sm90_plan_int_bytes(qo_indptr_host, batch, num_qo_heads, num_sms));
         if (!grown.empty()) return grown;
@@ -44,9 +44,9 @@ std::string prefill_sm90_plan(const std::vector<int>& qo_indptr_host, const std:
                                                  static_cast<uint32_t>(qo.back()), batch, num_qo_heads, num_kv_heads,
                                                  kSm90HeadDim, kSm90HeadDim, page_size, /*causal=*/true,
                                                  /*enable_cuda_graph=*/false, /*sizeof_dtype_o=*/2, nullptr);
-        if (e != cudaSuccess) return cuda_failed_sm90("PrefillSM90Plan", e);
+        if (e != cudaSuccess) return cuda_failed("PrefillSM90Plan", e);
         e = cudaStreamSynchronize(nullptr);  // the plan's copy to the device
-        if (e != cudaSuccess) return cuda_failed_sm90("PrefillSM90Plan copy", e);
+        if (e != cudaSuccess) return cuda_failed("PrefillSM90Plan copy", e);
         plan->info = info.ToVector();
         plan->split_kv = false;
         // one persistent CTA per SM (per SM and head when every head shares one schedule)

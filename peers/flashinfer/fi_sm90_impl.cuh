@@ -80,15 +80,6 @@ struct Sm90PagedParams {
     bool causal = false;
 };
 
-inline std::string cuda_failed_sm90(const char* what, cudaError_t e) {
-    return std::string(what) + ": " + cudaGetErrorString(e);
-}
-
-template <class T>
-T* sm90_at_offset(void* base, int64_t offset) {
-    return static_cast<T*>(static_cast<void*>(static_cast<char*>(base) + offset));
-}
-
 // Causal only: the plan's cost model and this instantiation both assume the mask.
 template <class DType>
 std::string prefill_sm90_run_t(const Plan& plan, Workspace& ws, const PagedKv& kv, const void* q, int total_rows,
@@ -119,14 +110,14 @@ std::string prefill_sm90_run_t(const Plan& plan, Workspace& ws, const PagedKv& k
         p.window_left = -1;
         p.causal = true;
         p.additional_params.sm_scale = sm_scale;
-        p.qo_tile_indices = sm90_at_offset<int32_t>(ws.int_buf, info.qo_tile_indices_offset);
-        p.qo_indptr = sm90_at_offset<int32_t>(ws.int_buf, info.qo_indptr_offset);
-        p.kv_indptr = sm90_at_offset<int32_t>(ws.int_buf, info.kv_indptr_offset);
-        p.qo_lens = sm90_at_offset<int32_t>(ws.int_buf, info.qo_len_offset);
-        p.kv_lens = sm90_at_offset<int32_t>(ws.int_buf, info.kv_len_offset);
-        p.head_indices = sm90_at_offset<int32_t>(ws.int_buf, info.head_indices_offset);
-        p.work_indptr = sm90_at_offset<int32_t>(ws.int_buf, info.work_indptr_offset);
-        p.batch_indices = sm90_at_offset<int32_t>(ws.int_buf, info.batch_indices_offset);
+        p.qo_tile_indices = at_offset<int32_t>(ws.int_buf, info.qo_tile_indices_offset);
+        p.qo_indptr = at_offset<int32_t>(ws.int_buf, info.qo_indptr_offset);
+        p.kv_indptr = at_offset<int32_t>(ws.int_buf, info.kv_indptr_offset);
+        p.qo_lens = at_offset<int32_t>(ws.int_buf, info.qo_len_offset);
+        p.kv_lens = at_offset<int32_t>(ws.int_buf, info.kv_len_offset);
+        p.head_indices = at_offset<int32_t>(ws.int_buf, info.head_indices_offset);
+        p.work_indptr = at_offset<int32_t>(ws.int_buf, info.work_indptr_offset);
+        p.batch_indices = at_offset<int32_t>(ws.int_buf, info.batch_indices_offset);
         p.kv_indices = kv.indices;
         // The planner gives every head one schedule when a head has over 4096 query tiles.
         const cudaError_t e =
@@ -142,7 +133,7 @@ std::string prefill_sm90_run_t(const Plan& plan, Workspace& ws, const PagedKv& k
                                                                      /*SAME_SCHEDULE_FOR_ALL_HEADS=*/false, Sm90Variant>(
                       p, /*enable_pdl=*/false, stream);
         if (e != cudaSuccess)
-            return cuda_failed_sm90("BatchPrefillWithPagedKVCache (sm_90a)", e);
+            return cuda_failed("BatchPrefillWithPagedKVCache (sm_90a)", e);
     } catch (const std::exception& ex) {
         return std::string("FlashInfer: ") + ex.what();
     }
