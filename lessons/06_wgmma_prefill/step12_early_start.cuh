@@ -1,14 +1,13 @@
 // Lesson 06, step 12: the next work item started while the current one ends (sm_90a only).
 //
-// What changed since step 11 (wgmma_fast_exp2), and why: between two work
-// items step 10 left a chain of waits. The producer, done issuing item n, waited for Q's
-// buffer to free (the consumers' last S = Q K^T of item n) before it loaded anything of item
-// n + 1, so the first K tile's copy started only then, and the consumers, done with item n,
-// first read item n + 1's tile, lengths and row offset from global memory (two round trips)
-// and then waited for K. Now the producer issues item n + 1's first K tile before it waits for
-// Q's buffer (K has a slot of its own; only Q must wait), and each consumer reads the next
-// item's description at the start of the current one, so it is in registers when needed. The
-// policy is step 11's (the fast 2^x for the softmax).
+// What changed since step 11 (wgmma_fast_exp2), and why: between two work items steps 10 and 11
+// leave a chain of waits. The producer, done issuing item n, waits for Q's buffer to free (the
+// consumers' last S = Q K^T of item n) before it loads anything of item n + 1, so the first K
+// tile's copy starts only then; and the consumers, done with item n, first read item n + 1's
+// tile, lengths and row offset from global memory (two round trips) and then wait for K. Now
+// the producer issues item n + 1's first K tile before it waits for Q's buffer (K has slots of
+// its own; only Q must wait), and each consumer reads the next item's description at the start
+// of the current one, so it is in registers when needed.
 // Run: lesson06_wgmma_prefill [--check | --bench] [--variant wgmma_early_start_softmax]
 #pragma once
 
