@@ -73,10 +73,11 @@ std::string prefill_run(pa::DType t, bool causal, const Plan& plan, Workspace& w
 // built only with 90a configured and CUTLASS beside FlashInfer's headers, when main.cu sees
 // PA_FI_SM90_PREFILL (fi_prefill_sm90_bf16.cu). Its planner, PrefillSM90Plan, deals the
 // 128-row query tiles of every (sequence, head) out to one persistent CTA per SM by estimated
-// cost; it needs each sequence's key count beside the page lists. q and o as prefill_run's.
+// cost; it needs each sequence's key count beside the page lists, and the GPU's SM count
+// (pa::DeviceInfo::sms). q and o as prefill_run's.
 std::string prefill_sm90_plan(const std::vector<int>& qo_indptr_host, const std::vector<int>& kv_indptr_host,
                               const std::vector<int>& kv_len_host, int batch, int num_qo_heads, int num_kv_heads,
-                              int page_size, Workspace& ws, Plan* plan);
+                              int page_size, int num_sms, Workspace& ws, Plan* plan);
 std::string prefill_sm90_run(pa::DType t, const Plan& plan, Workspace& ws, const PagedKv& kv, const void* q,
                              int total_rows, void* o, int num_qo_heads, float sm_scale, cudaStream_t stream);
 

@@ -26,12 +26,8 @@ size_t sm90_plan_int_bytes(const std::vector<int>& qo_indptr, int batch, int num
 
 std::string prefill_sm90_plan(const std::vector<int>& qo_indptr_host, const std::vector<int>& kv_indptr_host,
                               const std::vector<int>& kv_len_host, int batch, int num_qo_heads, int num_kv_heads,
-                              int page_size, Workspace& ws, Plan* plan) {
+                              int page_size, int num_sms, Workspace& ws, Plan* plan) {
     try {
-        int device = 0, num_sms = 0;
-        cudaError_t e = cudaGetDevice(&device);
-        if (e == cudaSuccess) e = cudaDeviceGetAttribute(&num_sms, cudaDevAttrMultiProcessorCount, device);
-        if (e != cudaSuccess) return cuda_failed("PrefillSM90Plan: the SM count", e);
         // The float buffer is not used by this planner (no split-k); the int one holds the work list.
         const std::string grown = ws.allocate(1, sm90_plan_int_bytes(qo_indptr_host, batch, num_qo_heads, num_sms));
         if (!grown.empty()) return grown;
@@ -39,11 +35,10 @@ std::string prefill_sm90_plan(const std::vector<int>& qo_indptr_host, const std:
         std::vector<int> qo = qo_indptr_host, kv = kv_indptr_host, kv_len = kv_len_host;
         flashinfer::PrefillPlanSM90Info info;
         // As FlashInfer's Python plan() for the fa3 backend: no CUDA graph, causal, 2-byte output.
-        e = flashinfer::PrefillSM90Plan<int32_t>(ws.float_buf, ws.float_bytes, ws.int_buf, ws.pinned_int, ws.int_bytes,
-                                                 info, qo.data(), kv.data(), kv_len.data(),
-                                                 static_cast<uint32_t>(qo.back()), batch, num_qo_heads, num_kv_heads,
-                                                 kSm90HeadDim, kSm90HeadDim, page_size, /*causal=*/true,
-                                                 /*enable_cuda_graph=*/false, /*sizeof_dtype_o=*/2, nullptr);
+        cudaError_t e = flashinfer::PrefillSM90Plan<int32_t>(
+            ws.float_buf, ws.float_bytes, ws.int_buf, ws.pinned_int, ws.int_bytes, info, qo.data(), kv.data(),
+            kv_len.data(), static_cast<uint32_t>(qo.back()), batch, num_qo_heads, num_kv_heads, kSm90HeadDim,
+            kSm90HeadDim, page_size, /*causal=*/true, /*enable_cuda_graph=*/false, /*sizeof_dtype_o=*/2, nullptr);
         if (e != cudaSuccess) return cuda_failed("PrefillSM90Plan", e);
         e = cudaStreamSynchronize(nullptr);  // the plan's copy to the device
         if (e != cudaSuccess) return cuda_failed("PrefillSM90Plan copy", e);

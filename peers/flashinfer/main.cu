@@ -232,7 +232,7 @@ std::vector<PrefillVariant> prefill_variants(const PrefillShape& ps, const std::
                      [&, page]() {
                          fi_peer::Plan plan;
                          throw_if(fi_peer::prefill_sm90_plan(qo_indptr, pages.indptr, kv_lens, ps.B, ps.H, ps.Hkv, page,
-                                                             ws, &plan));
+                                                             info.sms, ws, &plan));
                          return plan;
                      },
                      [&, rows, scale](const fi_peer::Plan& plan, const fi_peer::PagedKv& kv, const void* q, void* out) {
