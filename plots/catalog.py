@@ -138,7 +138,7 @@ LESSON03_SPLIT = ["split_k_64", "split_k_128", "split_k_256", "split_k_512", "sp
 LESSON03_RULES = [("post 1", "rule_post1"), ("post 2", "rule_post2"), ("vLLM", "rule_vllm"),
                   ("split count", "rule_split_count")]
 LESSON03_LADDER = ["single_pass", "partitions", "fused_merge", "tensor_cores", "longest_first", "unit_copies",
-                   "head_rows", "auto"]
+                   "head_rows", "flat_merge", "auto"]
 LESSON03_FIXED = ["split_k_128", "split_k_256", "split_k_512", "split_k_1024", "split_k_4096"]
 
 # Lesson 04: the reduce's fixes, the sweep's batches and the segment counts the table shows (the

@@ -148,8 +148,13 @@ TEST_CASE("lesson03 contexts up to 131072 tokens, groups 1, 8 and 32", "[gpu][le
     }
 }
 
-TEST_CASE("lesson03 head rows: groups 12, 16, 20 and 32, partitions 32..512, fused and even splits, unit copies, every page size",
+TEST_CASE("lesson03 head rows and the flat merge: groups 12, 16, 20 and 32, partitions 32..512, fused and even splits, unit "
+          "copies, every page size",
           "[gpu][lesson03]") {
+    auto flat = [](lesson03::SplitPlan p) {  // step 7: the same plan, its slices merged flat
+        p.flat_merge = true;
+        return p;
+    };
     // lengths with sentinel partitions (1, 129 tokens), slices with no token in the last
     // tile (33), partitions ending mid-tile (1000, 4097)
     const std::vector<int> lens = {1, 33, 129, 1000, 4097};
@@ -164,22 +169,33 @@ TEST_CASE("lesson03 head rows: groups 12, 16, 20 and 32, partitions 32..512, fus
                 for (int size : {32, 64, 128, 256, 512}) check_plan_on(fixed(size, false, true), s, seed);
                 check_plan_on(fixed(64, true, true), s, seed, 2);
                 check_plan_on(even(8, true), s, seed);
+                for (int size : {32, 512}) check_plan_on(flat(fixed(size, false, true)), s, seed);
+                check_plan_on(flat(fixed(64, true, true)), s, seed, 2);
+                check_plan_on(flat(even(8, true)), s, seed);
                 if (!units_may_refuse(s, pa::testing::gpu_for_test())) {  // slices of slots, not of tokens
                     for (int size : {32, 128, 512}) check_plan_on(units(fixed(size, false, true)), s, seed);
                     check_plan_on(units(fixed(64, true, true)), s, seed, 2);
                     check_plan_on(units(even(8, true)), s, seed);
+                    for (int size : {128, 512}) check_plan_on(flat(units(fixed(size, false, true))), s, seed);
+                    check_plan_on(flat(units(fixed(64, true, true))), s, seed, 2);
                 }
             }
     check_plan_on(fixed(512, true, true), pa::make_shape("rows-ctx100k-g32", 32, 1, {100003, 7}, 128, 16, pa::DType::bf16),
                   kSeed, 2);
+    check_plan_on(flat(fixed(512, true, true)),
+                  pa::make_shape("flat-ctx100k-g32", 32, 1, {100003, 7}, 128, 16, pa::DType::fp16), kSeed, 2);
+    CHECK(lesson03::why_not(flat(fixed(256)), pa::make_shape("flat-g32", 32, 1, {100}, 128, 16, pa::DType::fp16),
+                            pa::testing::gpu_for_test())
+              .find("head-row kernel") != std::string::npos);
     if (units_run_here(pa::testing::gpu_for_test()))
         check_plan_on(units(fixed(1024, false, true)),
                       pa::make_shape("rows-units-ctx128k-g32", 32, 1, {131072, 1000}, 128, 16, pa::DType::fp16), kSeed);
 }
 
 // Unit copies at the unit and tile boundaries of a partition (a unit is 16 tokens at D 128, 8
-// at D 256): contexts ending on either side of them, both kernels, fused and not. Small
-// enough to run alone under compute-sanitizer (test_gpu_lesson03 "lesson03 unit copies*").
+// at D 256): contexts ending on either side of them, the partition, head-row and flat-merge
+// kernels, fused and not. Small enough to run alone under compute-sanitizer (test_gpu_lesson03
+// "lesson03 unit copies*").
 TEST_CASE("lesson03 unit copies at unit and tile boundaries, partition and head-row kernels", "[gpu][lesson03]") {
     if (!units_run_here(pa::testing::gpu_for_test())) return;
     const std::vector<int> lens = {1, 15, 16, 17, 127, 128, 129, 255, 1000};
@@ -189,6 +205,10 @@ TEST_CASE("lesson03 unit copies at unit and tile boundaries, partition and head-
     check_plan_on(units(fixed(128, false, true)), pa::make_shape("rows-units-g32", 32, 1, lens, 128, 16, pa::DType::fp16), kSeed);
     check_plan_on(units(fixed(32, true, true)), pa::make_shape("rows-units-g12-D64", 24, 2, lens, 64, 32, pa::DType::bf16),
                   kSeed, 2);
+    lesson03::SplitPlan flat = units(fixed(128, false, true)), flat_fused = units(fixed(32, true, true));  // step 7
+    flat.flat_merge = flat_fused.flat_merge = true;
+    check_plan_on(flat, pa::make_shape("flat-units-g32", 32, 1, lens, 128, 16, pa::DType::bf16), kSeed);
+    check_plan_on(flat_fused, pa::make_shape("flat-units-g12-D64", 24, 2, lens, 64, 32, pa::DType::fp16), kSeed, 2);
 }
 
 TEST_CASE("lesson03 refuses what it cannot run, by name", "[gpu][lesson03]") {

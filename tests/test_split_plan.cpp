@@ -148,9 +148,11 @@ TEST_CASE("single-pass/split-k rules decide as stated", "[cpu][split_k]") {
     CHECK(mqa.plan.partition_size == 512);  // 16 * 8 = 128 CTAs >= 118.8
     CHECK_FALSE(mqa.plan.fused);            // 32 heads to merge
     CHECK(mqa.plan.head_rows);              // a group of 32: the heads as mma rows
+    CHECK(mqa.plan.flat_merge);             // merged by step 7's flat merge
     CHECK(lesson03::our_rule(facts(64, 32, 1, 2048)).plan.partition_size == 1024);  // 64 * 2 = 128 CTAs
     CHECK(lesson03::our_rule(facts(1, 48, 4, 4096)).plan.head_rows);                // group 12
     CHECK_FALSE(lesson03::our_rule(facts(1, 64, 8, 4096)).plan.head_rows);          // group 8: columns fit
+    CHECK_FALSE(lesson03::our_rule(facts(1, 64, 8, 4096)).plan.flat_merge);         // the head-row kernel's only
     const lesson03::Choice mha = lesson03::our_rule(facts(1, 32, 32, 1024));
     CHECK(mha.plan.partition_size == 128);  // 32 * 8 = 256 CTAs >= 237.6 (two per SM)
     CHECK(mha.plan.fused);
@@ -259,13 +261,14 @@ TEST_CASE("plan names parse back: parse_plan_name(plan_name(p)) == p for every k
     int splits = 0;
     for (int size : {1, 32, 64, 96, 128, 256, 512, 1024, 4096, 8192, 131072}) {
         ++splits;  // a split count of its own for each size
-        for (int bits = 0; bits < 16; ++bits) {  // fused, head rows, units, longest first: every mix
+        for (int bits = 0; bits < 32; ++bits) {  // fused, head rows, units, longest first, flat merge: every mix
             lesson03::SplitPlan p;
             p.partition_size = size;
             p.fused = bits & 1;
             p.head_rows = bits & 2;
             p.units = bits & 4;
             p.longest_first = bits & 8;
+            p.flat_merge = bits & 16;
             plans.push_back(p);
             lesson03::SplitPlan e = p;  // the same mix with even splits
             e.partition_size = 0;
@@ -300,10 +303,13 @@ TEST_CASE("plan names parse back: parse_plan_name(plan_name(p)) == p for every k
     CHECK((p.tgs == 8 && p.fused && p.partition_size == 256));
     REQUIRE(lesson03::parse_plan_name("split_k_rows_even8", &p));
     CHECK((p.head_rows && p.splits == 8 && p.partition_size == 0));
+    REQUIRE(lesson03::parse_plan_name("split_k_rows_units_lpt_flat_1024", &p));
+    CHECK((p.head_rows && p.units && p.longest_first && p.flat_merge && !p.fused && p.partition_size == 1024));
     // not names of plans: the parser refuses them and leaves *out alone
     const lesson03::SplitPlan untouched = p;
     for (const char* bad : {"", "split_k", "split_k_", "split_k_0", "split_k_-5", "split_k_0256", "split_k_256x",
-                            "split_k_ 256", "split_k_fused_rows_256", "split_k_lpt_units_256", "split_k_fused_fused_256",
+                            "split_k_ 256", "split_k_fused_rows_256", "split_k_lpt_units_256", "split_k_rows_flat_lpt_256",
+                            "split_k_rows_fused_flat_256", "split_k_fused_fused_256",
                             "split_k_even", "split_k_even0", "split_k_even8_256", "split_k_1234567890", "split_k_rows_",
                             "split_k_even", "partitions_tgs8", "partitions_tgs8_", "partitions_tgs_256", "partitions_tgs0_256",
                             "partitions_tgs8_256_", "fused_merge_tgs8_0", "fused_merge_256", "single_pass", "auto",

@@ -17,6 +17,7 @@
 #include "step4_longest_first.cuh"
 #include "step5_unit_copies.cuh"
 #include "step6_head_rows.cuh"
+#include "step7_flat_merge.cuh"
 #include "split_workspace.cuh"
 #include "table.h"
 
@@ -58,16 +59,21 @@ bool with_partition_kernel(pa::DType t, int D, int heads, int ctas_per_sm, int s
     });
 }
 
-// Every head-row kernel (step 6): dtype x D {64, 128} x rows {16, 32} x fused x units (one CTA per SM).
+// Every head-row kernel (step 6; flat: step 7's flat merge): dtype x D {64, 128} x rows {16, 32} x
+// fused x units (one CTA per SM).
 template <bool FUSED, class F>
-bool with_head_rows_kernel(pa::DType t, int D, int rows, bool units, F&& f) {
+bool with_head_rows_kernel(pa::DType t, int D, int rows, bool units, bool flat, F&& f) {
     return pa::dispatch_dtype(t, [&](auto tag) {
         using T = typename decltype(tag)::type;
         return pa::dispatch_int<64, 128>(D, [&](auto d) {
             return pa::dispatch_int<16, 32>(rows, [&](auto r) {
                 return pa::dispatch_int<0, 1>(units ? 1 : 0, [&](auto u) {
-                    f(split_k_head_rows_kernel<T, d.value, r.value, FUSED, u.value == 1>,
-                      HeadRowLayout<d.value, r.value>::kSmemBytes, std::integral_constant<int, 6>{});
+                    constexpr int kSmem = HeadRowLayout<d.value, r.value>::kSmemBytes;
+                    if (flat)
+                        f(flat_merge_kernel<T, d.value, r.value, FUSED, u.value == 1>, kSmem, std::integral_constant<int, 7>{});
+                    else
+                        f(split_k_head_rows_kernel<T, d.value, r.value, FUSED, u.value == 1>, kSmem,
+                          std::integral_constant<int, 6>{});
                     return true;
                 });
             });
@@ -116,11 +122,11 @@ Launch plan_launch(const SplitPlan& p, int B, int H, int Hkv, int partitions) {
     return l;
 }
 
-// The plan's kernel (steps 3 to 6) for a launch: calls f(kernel, smem bytes, its step as an
+// The plan's kernel (steps 3 to 7) for a launch: calls f(kernel, smem bytes, its step as an
 // integral_constant); false when that combination was not built.
 template <bool FUSED, class F>
 bool with_plan_kernel(const SplitPlan& p, pa::DType t, int D, const Launch& l, F&& f) {
-    if (p.head_rows) return l.heads != 0 && with_head_rows_kernel<FUSED>(t, D, l.heads, p.units, f);
+    if (p.head_rows) return l.heads != 0 && with_head_rows_kernel<FUSED>(t, D, l.heads, p.units, p.flat_merge, f);
     return with_partition_kernel<FUSED>(t, D, l.heads, l.ctas_per_sm, partition_step(p), f);
 }
 
@@ -307,6 +313,7 @@ std::string why_not(const SplitPlan& p, const pa::DecodeShape& s, const pa::Devi
     if (p.head_rows && head_rows_of(s.group()) == 0)
         return pa::strf("head rows are for groups of 9 to 32 query heads (a 16-row mma block); group %d runs split_k_<P>",
                         s.group());
+    if (p.flat_merge && !p.head_rows) return "the flat merge is the head-row kernel's (split_k_rows_..._flat_<P>)";
     const Launch l = plan_launch(p, s.B, s.H, s.Hkv, grid_partitions(p, s.max_ctx()));
     const size_t need = plan_smem(p, s.dtype, s.D, l);
     if (need == 0) return pa::strf("no %s kernel built for D %d", p.head_rows ? "head-row" : "partition", s.D);
@@ -449,7 +456,7 @@ Choice resolve_auto(const pa::DecodeShape& s, const pa::DeviceInfo& info, bool p
     ShapeFacts f = facts_of(s, info.sms);
     f.parallel_reduce = parallel_reduce;
     Choice c = our_rule(f);
-    if (c.split && c.plan.head_rows && !why_not(c.plan, s, info).empty()) c.plan.head_rows = false;
+    if (c.split && c.plan.head_rows && !why_not(c.plan, s, info).empty()) c.plan.head_rows = c.plan.flat_merge = false;
     if (c.split && c.plan.units && !why_not(c.plan, s, info).empty()) c.plan.units = false;
     // one partition was worth it only with unit copies (our_rule): without them, the single pass
     if (c.split && !c.plan.units && grid_partitions(c.plan, s.max_ctx()) < 2) c = Choice{};
@@ -528,8 +535,8 @@ pa::DecodeVariant even_variant() {
     return v;
 }
 
-const char* const kStepNames[kLadderSteps + 1] = {"", "partitions", "fused_merge", "tensor_cores",
-                                                   "longest_first", "unit_copies", "head_rows"};
+const char* const kStepNames[kLadderSteps + 1] = {"",           "partitions", "fused_merge", "tensor_cores",
+                                                   "longest_first", "unit_copies", "head_rows",  "flat_merge"};
 
 }  // namespace
 
@@ -547,6 +554,7 @@ SplitPlan ladder_plan(int step, const pa::DecodeShape& s, const pa::DeviceInfo& 
         p.longest_first = step >= 4;
         p.units = step >= 5;
         p.head_rows = step >= 6;
+        p.flat_merge = step >= 7;
     }
     if (partition_size > 0) p.partition_size = partition_size;
     return p;

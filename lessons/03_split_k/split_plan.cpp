@@ -76,7 +76,8 @@ std::string plan_name(const SplitPlan& p) {
         return std::string(p.fused ? "fused_merge_tgs" : "partitions_tgs") + std::to_string(p.tgs) + "_" +
                std::to_string(p.partition_size);
     const std::string kind =
-        std::string(p.head_rows ? "rows_" : "") + (p.units ? "units_" : "") + (p.longest_first ? "lpt_" : "");
+        std::string(p.head_rows ? "rows_" : "") + (p.units ? "units_" : "") + (p.longest_first ? "lpt_" : "") +
+        (p.flat_merge ? "flat_" : "");
     if (p.splits > 0) return "split_k_" + kind + (p.fused ? "fused_" : "") + "even" + std::to_string(p.splits);
     return "split_k_" + kind + (p.fused ? "fused_" : "") + std::to_string(p.partition_size);
 }
@@ -109,11 +110,12 @@ bool parse_plan_name(const std::string& name, SplitPlan* out) {
         if (sep == std::string::npos || !parse_count(rest.substr(0, sep), &p.tgs) ||
             !parse_count(rest.substr(sep + 1), &p.partition_size))
             return false;
-    } else {  // split_k_[rows_][units_][lpt_][fused_](<P> | even<S>), in plan_name's order
+    } else {  // split_k_[rows_][units_][lpt_][flat_][fused_](<P> | even<S>), in plan_name's order
         if (!eat(rest, "split_k_")) return false;
         p.head_rows = eat(rest, "rows_");
         p.units = eat(rest, "units_");
         p.longest_first = eat(rest, "lpt_");
+        p.flat_merge = eat(rest, "flat_");
         p.fused = eat(rest, "fused_");
         if (eat(rest, "even")) {
             p.partition_size = 0;
@@ -206,6 +208,7 @@ SplitPlan our_plan(const ShapeFacts& f) {
     plan.partition_size = static_cast<int>(size);
     plan.fused = group <= 2;
     plan.head_rows = head_rows;
+    plan.flat_merge = head_rows;
     plan.units = size >= kUnitsSmallestPartition;
     plan.longest_first = !even_batch;
     return plan;

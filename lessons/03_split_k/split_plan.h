@@ -49,6 +49,8 @@ int num_partitions(int ctx, int partition_size);
 // units (sm_90): the producers (of the partition or the head-row kernel) are lesson 02's step 12
 // (one bulk copy per 16-token unit of a page, 8 at D 256); pages of 8 tokens at D 64 and 128
 // are too small.
+// flat_merge (with head_rows): step 7's kernel (step7_flat_merge.cuh), the head-row kernel
+// whose slices merge with every load in flight.
 // longest_first: the CTAs start in the order of longest_first_order (the longest partitions
 // first, the empty ones last) instead of the grid's own order; planned on the host from the
 // batch's lengths (PagedDecodeArgs::context_lens_host; without them, the grid's order).
@@ -56,7 +58,7 @@ int num_partitions(int ctx, int partition_size);
 // 2), lesson 02's step 2 with a partition axis, one CTA per (sequence, query head, partition)
 // with thread groups of tgs lanes and a few KiB of shared memory: they run on every sm_80+ GPU.
 // They take fixed partitions only (no splits, head rows, unit copies or longest-first order).
-// tgs == 0: the mma kernels (steps 3 to 6: step3_tensor_cores.cuh .. step6_head_rows.cuh), which need
+// tgs == 0: the mma kernels (steps 3 to 7: step3_tensor_cores.cuh .. step7_flat_merge.cuh), which need
 // 113 KiB of shared memory a CTA or more.
 // Unit copies pay from partitions of one 128-token tile (measured; our_rule and lesson 04 use it).
 constexpr int kUnitsSmallestPartition = 128;
@@ -68,11 +70,13 @@ struct SplitPlan {
     bool head_rows = false;
     bool units = false;
     bool longest_first = false;
+    bool flat_merge = false;
     int tgs = 0;
 
     bool operator==(const SplitPlan& o) const {
         return partition_size == o.partition_size && splits == o.splits && fused == o.fused && head_rows == o.head_rows &&
-               units == o.units && longest_first == o.longest_first && tgs == o.tgs;
+               units == o.units && longest_first == o.longest_first && flat_merge == o.flat_merge &&
+               tgs == o.tgs;
     }
     bool operator!=(const SplitPlan& o) const { return !(*this == o); }
 };
@@ -99,7 +103,8 @@ int partition_tokens(const SplitPlan& p, int ctx);
 
 // CSV names: split_k_256, split_k_even8 (splits), split_k_fused_256, split_k_rows_256 (head rows),
 // split_k_units_256, split_k_units_fused_256 and split_k_rows_units_256 (unit copies),
-// split_k_units_lpt_2048 (longest first; "lpt" after the units, before fused); the steps:
+// split_k_units_lpt_2048 (longest first; "lpt" after the units, before fused),
+// split_k_rows_units_lpt_flat_1024 (step 7's flat merge; after lpt, before fused); the steps:
 // partitions_tgs8_256 (step 1), fused_merge_tgs8_256 (step 2).
 std::string plan_name(const SplitPlan& p);
 // The inverse of plan_name: true and *out set when `name` is the name of a plan (a positive

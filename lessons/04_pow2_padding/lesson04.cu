@@ -129,8 +129,8 @@ void launch_plan(const pa::PagedDecodeArgs& a, const lesson03::SplitPlan& p, Scr
 lesson03::SplitPlan fixed_plan(int partition_size, const pa::DecodeShape& s, const pa::DeviceInfo& info) {
     lesson03::SplitPlan p;
     p.partition_size = partition_size;
-    p.head_rows = true;
-    if (!lesson03::why_not(p, s, info).empty()) p.head_rows = false;
+    p.head_rows = p.flat_merge = true;  // lesson 03's last head-row kernel (step 7)
+    if (!lesson03::why_not(p, s, info).empty()) p.head_rows = p.flat_merge = false;
     p.units = partition_size >= lesson03::kUnitsSmallestPartition;
     if (p.units && !lesson03::why_not(p, s, info).empty()) p.units = false;
     if (!lesson03::why_not(p, s, info).empty()) {  // the mma kernels do not fit: lesson 03's step 1
