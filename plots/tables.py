@@ -949,7 +949,7 @@ def t_lesson04_plans(ctx, gpu, c):
     return (
         f"**{gpu_name(gpu)}**, data {ctx.link(c)} (streaming read {c.read_bw()}), one `--plans` run: L2-cold "
         f"medians, us; fp16, D 128, block 16. `lesson03_auto` is lesson 03's `auto` as it is; `auto` is lesson 03's "
-        f"rule told that the reduce is parallel (no floor of 1/16 of the context, no 64-token partitions), "
+        f"rule told that the reduce is parallel (no floor of 1/16 of the context, no 64-token partitions, one partition CTA per SM for groups up to 8), "
         f"unfused, with `pow2_lanes` launched as a programmatic dependent of the partitions; right (+) = "
         f"`auto` within 5 % of the fastest of the run ({right} of {len(shapes)}). {peer_note}\n\n"
         + table(["shape", "lesson 03 auto us", "auto runs", "auto us", "% read BW", "speedup",

@@ -173,7 +173,11 @@ TEST_CASE("single-pass/split-k rules decide as stated", "[cpu][split_k]") {
         f.parallel_reduce = true;
         CHECK(lesson03::our_rule(f).plan.partition_size == 128);
         CHECK(lesson03::our_rule(f).plan.units);
-        f = facts(1, 32, 32, 4096);  // a size the CTA target sets is the same behind either reduce
+        f = facts(1, 32, 32, 4096);  // group 1: two CTAs an SM behind the serial reduce, one behind a parallel one
+        CHECK(lesson03::our_rule(f).plan.partition_size == 512);   // 32 * 8 = 256 CTAs
+        f.parallel_reduce = true;
+        CHECK(lesson03::our_rule(f).plan.partition_size == 1024);  // 32 * 4 = 128 CTAs
+        f = facts(1, 32, 1, 4096);  // head rows: one CTA an SM behind either reduce
         const int serial = lesson03::our_rule(f).plan.partition_size;
         f.parallel_reduce = true;
         CHECK(lesson03::our_rule(f).plan.partition_size == serial);

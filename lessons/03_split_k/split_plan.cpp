@@ -177,9 +177,11 @@ SplitPlan our_plan(const ShapeFacts& f) {
     const bool even_batch = f.max_ctx * static_cast<long long>(f.B) <= 2 * f.total_ctx;
     const bool head_rows = group > 8 && group <= 32;
     SplitPlan plan;
-    // one 8-head column block (groups up to 8) runs two partition CTAs per SM; a partition of
-    // kLongPartition tokens or more streams at full rate alone on its SM (one per SM suffices)
-    const double target = 0.9 * f.sms * (group <= 8 ? 2 : 1);
+    // one 8-head column block (groups up to 8) runs two partition CTAs per SM behind this
+    // lesson's reduce; behind a parallel one, one per SM measured faster (lesson 04's NOTES.md,
+    // "Against cuDNN"); a partition of kLongPartition tokens or more streams at full rate alone
+    // on its SM (one per SM suffices)
+    const double target = 0.9 * f.sms * (group <= 8 && !f.parallel_reduce ? 2 : 1);
     auto enough = [&](long long ctas_at_p, long long p) {
         return ctas_at_p >= (even_batch && p >= kLongPartition ? 0.9 * f.sms : target);
     };

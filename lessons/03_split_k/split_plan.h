@@ -145,9 +145,9 @@ Choice split_count_rule(const ShapeFacts& f);
 //  * single pass when the single-pass grid (B * Hkv CTAs) already fills 90 % of the SMs and
 //    the batch is even (no context above twice the mean): nothing is gained by splitting;
 //  * otherwise split-k, with the largest power-of-two partition whose CTAs still give every
-//    SM one (groups up to 8: two, which share an SM, unless the batch is even and the
-//    partition 4096 tokens or more), at most 4096 tokens for a batch of mixed lengths,
-//    whose CTAs start longest first (longest_first), at least 128 tokens (256 for a full
+//    SM one (groups up to 8 behind this lesson's reduce: two, which share an SM, unless the
+//    batch is even and the partition 4096 tokens or more), at most 4096 tokens for a batch of
+//    mixed lengths, whose CTAs start longest first (longest_first), at least 128 tokens (256 for a full
 //    8-head group) and, behind this lesson's reduce (not parallel_reduce), for the partition
 //    kernel at least 1/16 of the longest context, or 64 when a short context would otherwise
 //    give fewer than 8 partitions;

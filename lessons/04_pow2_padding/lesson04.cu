@@ -150,9 +150,9 @@ std::string plan_why_not(const lesson03::SplitPlan& p, const pa::DecodeShape& s,
 }
 
 // `auto`'s choice: lesson 03's rule told that the reduce loads every partition at once
-// (parallel_reduce: no floor of 1/16 of the context, no 64-token partitions), unfused (with
-// a reduce this cheap, the fused merge, one CTA walking every partition of its heads, no
-// longer pays for the launch it saves).
+// (parallel_reduce: no floor of 1/16 of the context, no 64-token partitions, one partition CTA
+// per SM for groups up to 8 instead of two), unfused (with a reduce this cheap, the fused
+// merge, one CTA walking every partition of its heads, no longer pays for the launch it saves).
 lesson03::Choice auto_choice(const pa::DecodeShape& s, const pa::DeviceInfo& info) {
     lesson03::Choice c = lesson03::auto_choice(s, info, /*parallel_reduce=*/true);
     c.plan.fused = false;
