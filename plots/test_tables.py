@@ -284,7 +284,7 @@ def self_test():
                                                        for s in TABLE_A]) + "\n")
             buf = io.StringIO()
             rc = run(root, root / "plots/data", False, out=buf)
-            return rc, buf.getvalue(), (root / "README.md").read_text()
+            return rc, buf.getvalue(), " ".join((root / "README.md").read_text().split())  # captions wrap anywhere
 
         rc, msg, text = go_plans(plans_csv(18.0), peer_us=17.0)
         expect(rc == 0 and "| llama7b-B1-ctx1k | 20.00 | `split_k_128 + pow2_lanes` | 18.00 |" in text
