@@ -1,6 +1,6 @@
 // Lesson 06 (causal prefill: as decode, mma.sync, wgmma, then the pieces of FlashAttention-3 one
 // step at a time: the swizzle, TMA, a producer warp, setmaxnreg, the overlap, ping-pong, persistent
-// CTAs, the fast 2^x, the next item started early; softmax and gate) on the GPU, against the
+// CTAs, the fast 2^x, the next item started early, the lazy rescale; softmax and gate) on the GPU, against the
 // double-precision reference. Every test is labelled `gpu`. Variants this GPU cannot run (the sm_90a
 // steps below Hopper) and those this build does not have (the gate as decode without lesson 05) are
 // named in the output (WARN), not run.
@@ -36,11 +36,13 @@ std::vector<PrefillVariant> runnable_here(const pa::DeviceInfo& info) {
 }
 
 // Runs every runnable variant of `policy` (those `only` accepts, when given) on the shape and
-// checks it against the full reference. Returns the number of (variant) checks made.
+// checks it against the full reference. `sharpen` multiplies the score scale. Returns the number
+// of (variant) checks made.
 int check_all(const PrefillShape& s, Policy policy, const GateSetting& g, uint64_t seed, int copy = 0,
-              const std::function<bool(const PrefillVariant&)>& only = {}) {
+              const std::function<bool(const PrefillVariant&)>& only = {}, double sharpen = 1.0) {
     const pa::DeviceInfo info = pa::testing::gpu_for_test();
-    const PrefillProblem p = make_prefill_problem(s, seed);
+    PrefillProblem p = make_prefill_problem(s, seed);
+    p.scale *= sharpen;
     const std::vector<long long> rows = checked_rows(s, 1);
     const std::vector<double> ref = reference_rows(p, policy, g, rows);
     DevicePrefillProblem dev(p, copy + 1);
@@ -93,19 +95,19 @@ TEST_CASE("lesson06 every step, softmax and gate, on 16 random mixed batches wit
     CHECK(checked >= 16 * 3);  // mma_sync of both policies and as_decode_softmax run everywhere
 }
 
-TEST_CASE("lesson06 steps 4 to 12 by name, softmax and gate, on 12 random batches of odd prompts with prefixes "
+TEST_CASE("lesson06 steps 4 to 13 by name, softmax and gate, on 12 random batches of odd prompts with prefixes "
           "not multiples of 16 (seed 20260606)",
           "[gpu][lesson06]") {
-    // Steps 4 to 12 take step 3 to the last step one idea at a time; each is checked here by name, so
+    // Steps 4 to 13 take step 3 to the last step one idea at a time; each is checked here by name, so
     // a step that drops out of all_variants() fails, and on Hopper every one of them must run.
     auto split_step = [](const PrefillVariant& v) { return v.method >= Method::wgmma_swizzle; };
     std::vector<PrefillVariant> steps;
     for (const auto& v : all_variants())
         if (split_step(v)) steps.push_back(v);
-    REQUIRE(steps.size() == 18);  // wgmma_swizzle .. wgmma_early_start, each with both policies
+    REQUIRE(steps.size() == 20);  // wgmma_swizzle .. wgmma_lazy_rescale, each with both policies
     const pa::DeviceInfo info = pa::testing::gpu_for_test();
     if (!steps[0].not_built.empty()) SKIP(steps[0].not_built);
-    if (info.cc() < steps[0].min_cc) SKIP("steps 4 to 12 need " << steps[0].needs << "; this GPU is sm_" << info.cc());
+    if (info.cc() < steps[0].min_cc) SKIP("steps 4 to 13 need " << steps[0].needs << "; this GPU is sm_" << info.cc());
 
     pa::Rng rng(kSeed, 7);
     const GateSetting g;
@@ -124,8 +126,8 @@ TEST_CASE("lesson06 steps 4 to 12 by name, softmax and gate, on 12 random batche
         const PrefillShape s = make_mixed_prefill_shape("odd-" + std::to_string(i) + "-B" + std::to_string(B) + "-H" +
                                                             std::to_string(group * Hkv) + "-Hkv" + std::to_string(Hkv),
                                                         group * Hkv, Hkv, news, prefixes);
-        CHECK(check_all(s, Policy::softmax, g, kSeed + 400 + i, 0, split_step) == 9);
-        CHECK(check_all(s, Policy::gate, g, kSeed + 400 + i, 0, split_step) == 9);
+        CHECK(check_all(s, Policy::softmax, g, kSeed + 400 + i, 0, split_step) == 10);
+        CHECK(check_all(s, Policy::gate, g, kSeed + 400 + i, 0, split_step) == 10);
     }
 }
 
@@ -154,6 +156,17 @@ TEST_CASE("lesson06 more work items than SMs: each persistent CTA walks several 
     const GateSetting g;
     CHECK(check_all(s, Policy::softmax, g, kSeed + 500) >= 2);
     CHECK(check_all(s, Policy::gate, g, kSeed + 500) >= 1);
+}
+
+TEST_CASE("lesson06 sharp scores (scale x 16): a row's max rises by more than 2^8 after its first key tile",
+          "[gpu][lesson06]") {
+    // With the test data's scale a row's max moves by a few units (exp2 domain) after its first
+    // tile, which step 13's lazy rescale never acts on; sixteen times the scale spreads the scores
+    // over tens of units, so long rows find maxima more than 8 above the one they keep, and the
+    // rescale on a jump must be right. Long prompts and a long prefix: many key tiles a row.
+    const PrefillShape s = make_mixed_prefill_shape("sharp", 8, 2, {700, 129, 33}, {0, 1500, 2100});
+    const GateSetting g;
+    CHECK(check_all(s, Policy::softmax, g, kSeed + 600, 0, {}, 16.0) >= 2);
 }
 
 TEST_CASE("lesson06 the gate at sparsity 50 % and 87 % (sigma 0 and 2.9), gamma 0.5", "[gpu][lesson06]") {

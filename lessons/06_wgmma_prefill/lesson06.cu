@@ -30,6 +30,7 @@ const char* method_name(Method m) {
         case Method::wgmma_persistent: return "wgmma_persistent";
         case Method::wgmma_fast_exp2: return "wgmma_fast_exp2";
         case Method::wgmma_early_start: return "wgmma_early_start";
+        case Method::wgmma_lazy_rescale: return "wgmma_lazy_rescale";
     }
     return "?";
 }
@@ -139,7 +140,7 @@ std::vector<PrefillVariant> all_variants() {
     for (Method m : {Method::as_decode, Method::mma_sync, Method::wgmma, Method::wgmma_swizzle, Method::wgmma_tma,
                      Method::wgmma_producer, Method::wgmma_setmaxnreg, Method::wgmma_overlap, Method::wgmma_ws,
                      Method::wgmma_persistent, Method::wgmma_fast_exp2,
-                     Method::wgmma_early_start})
+                     Method::wgmma_early_start, Method::wgmma_lazy_rescale})
         for (Policy p : {Policy::softmax, Policy::gate}) {
             PrefillVariant v;
             v.name = std::string(method_name(m)) + "_" + policy_name(p);
@@ -230,6 +231,9 @@ void launch(const PrefillVariant& v, const PrefillArgs& a, cudaStream_t stream) 
         case Method::wgmma_early_start:
             launch_wgmma_early_start(a, v.policy, stream);
             return;
+        case Method::wgmma_lazy_rescale:
+            launch_wgmma_lazy_rescale(a, v.policy, stream);
+            return;
 #else
         default:
             break;
@@ -261,6 +265,7 @@ Geometry geometry(const PrefillVariant& v, const PrefillShape& s) {
         case Method::wgmma_persistent: return geometry_wgmma_persistent(s);
         case Method::wgmma_fast_exp2: return geometry_wgmma_fast_exp2(s);
         case Method::wgmma_early_start: return geometry_wgmma_early_start(s);
+        case Method::wgmma_lazy_rescale: return geometry_wgmma_lazy_rescale(s);
 #else
         default: break;
 #endif

@@ -1,6 +1,6 @@
 // Lesson 06's GPU side, as main.cu and the tests use it: a prefill batch on the device, the
 // ladder of steps (each with both policies), and their launchers. Compiled once in lesson06.cu
-// (steps 1-2, every architecture from sm_80) and in the sm_90a objects (steps 3-12).
+// (steps 1-2, every architecture from sm_80) and in the sm_90a objects (steps 3-13).
 //
 //   step 1  as_decode         each new token a decode of its own: lesson 03's decode (softmax), lesson 05's (gate)
 //   step 2  mma_sync          64-row query tiles on mma.sync.m16n8k16 (FlashAttention-2 style), sm_80+
@@ -14,6 +14,7 @@
 //   step 10 wgmma_persistent  + one CTA per SM walking the work list, the next item loaded early, sm_90a
 //   step 11 wgmma_fast_exp2   + the softmax's 2^x as one MUFU.EX2 (ex2.approx.ftz), sm_90a
 //   step 12 wgmma_early_start + the next item's first K tile and description fetched early, sm_90a
+//   step 13 wgmma_lazy_rescale + the output rescaled only when a row's max rises by more than 2^8, sm_90a
 //
 // Variant names are <method>_<policy>: as_decode_softmax, mma_sync_gate, wgmma_ws_softmax, ...
 #pragma once
@@ -42,9 +43,10 @@ enum class Method {
     wgmma_ws = 9,
     wgmma_persistent = 10,
     wgmma_fast_exp2 = 11,
-    wgmma_early_start = 12
+    wgmma_early_start = 12,
+    wgmma_lazy_rescale = 13
 };
-const char* method_name(Method m);  // "as_decode", "mma_sync", "wgmma", ..., "wgmma_early_start"
+const char* method_name(Method m);  // "as_decode", "mma_sync", "wgmma", ..., "wgmma_lazy_rescale"
 
 // What every launcher gets. Pointers are device pointers unless said otherwise.
 struct PrefillArgs {

@@ -45,7 +45,10 @@ struct Exp2Exact {
     __device__ __forceinline__ static float apply(float x) { return exp2f(x); }
 };
 
-template <int NB, class Exp2 = Exp2Exact>  // NB: 8-column blocks of the tile (8: 64 keys, 16: 128 keys)
+// NB: 8-column blocks of the tile (8: 64 keys, 16: 128 keys). LAZY: 0, the running max follows every
+// new score; n > 0, a row keeps its max until a score exceeds it by more than n (exp2 domain), so
+// weights reach 2^n and the output is rescaled only on such a jump (step 13).
+template <int NB, class Exp2 = Exp2Exact, int LAZY = 0>
 struct SoftmaxPolicy {
     static constexpr bool kRescales = true;
     float m[2];  // running max of rows g and g + 8, in the exp2 domain (-inf before any key)
@@ -77,7 +80,10 @@ struct SoftmaxPolicy {
         for (int r = 0; r < 2; ++r) {
             mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 1));  // the quad holds the row
             mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 2));
-            const float m_new = fmaxf(m[r], mx[r] * scale_log2);
+            const float cand = mx[r] * scale_log2;
+            float m_new;
+            if constexpr (LAZY == 0) m_new = fmaxf(m[r], cand);
+            else m_new = cand - m[r] > LAZY ? cand : m[r];  // m = -inf: the first finite max is taken
             base[r] = m_new == -INFINITY ? 0.f : m_new;  // a row with no key yet: no inf - inf
             alpha[r] = Exp2::apply(m[r] - base[r]);      // m = -inf: 0, and the output is 0 anyway
             m[r] = m_new;
@@ -206,9 +212,9 @@ struct PolicyParams {
     SoftmaxParams softmax;
     GateParams gate;
 };
-template <int NB, class Exp2>
-__device__ __forceinline__ SoftmaxPolicy<NB, Exp2> make_policy(const PolicyParams& p, SoftmaxPolicy<NB, Exp2>*) {
-    return SoftmaxPolicy<NB, Exp2>(p.softmax);
+template <int NB, class Exp2, int LAZY>
+__device__ __forceinline__ SoftmaxPolicy<NB, Exp2, LAZY> make_policy(const PolicyParams& p, SoftmaxPolicy<NB, Exp2, LAZY>*) {
+    return SoftmaxPolicy<NB, Exp2, LAZY>(p.softmax);
 }
 template <int NB>
 __device__ __forceinline__ GatePolicy<NB> make_policy(const PolicyParams& p, GatePolicy<NB>*) {
