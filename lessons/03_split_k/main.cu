@@ -1,10 +1,9 @@
 // lesson03_split_k: checks split-k's ladder (steps 1 to 7: partitions with the sentinel and
 // the reduce, the fused merge, tensor cores, longest first, unit copies, head rows, the flat
-// merge) and the
-// plans against the CPU reference, then measures the ladder beside lesson 02's single pass on
-// Table A, Table B, a batch of mixed lengths and 128k-token contexts; --sweep measures the
-// plans across partition sizes instead, with the single-pass/split-k rules of the posts,
-// vLLM's, a split-count rule and this lesson's own.
+// merge) and the plans against the CPU reference, then measures the ladder beside lesson 02's
+// single pass on Table A, Table B, a batch of mixed lengths and 128k-token contexts; --sweep
+// measures the plans across partition sizes instead, with the single-pass/split-k rules of the
+// posts, vLLM's, a split-count rule and this lesson's own.
 //
 //   lesson03_split_k                       check, then the ladder's measurement
 //   lesson03_split_k --sweep               check, then the plans across partition sizes and the dispatch table
