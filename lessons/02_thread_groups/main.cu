@@ -70,7 +70,7 @@ void print_table_a(const pa::RowIndex& idx) {
 void print_ladder(const pa::RowIndex& idx, const std::vector<pa::DecodeShape>& shapes) {
     std::printf("\nThe ladder: each step's L2-cold median (us; best TGS in brackets), lesson 01 first\n");
     pa::TextTable t({"shape", "lesson01", "1 thread groups", "2 wide loads", "3 grouped logits", "4 online softmax",
-                     "5 ring", "6 grouped", "6 per head", "7 tensor cores", "8 copy warps", "9 bulk rows", "10 unit copies"});
+                     "5 ring", "6 grouped", "6 per head", "9 tensor cores", "10 copy warps", "11 bulk rows", "12 unit copies"});
     auto best = [&](const std::string& shape, const std::string& prefix) {
         const auto b = idx.best_of(shape, names_of(prefix));
         return b.first == "-" ? std::string("-") : pa::strf("%.2f (%s)", b.second, b.first.substr(b.first.size() - 2).c_str());
