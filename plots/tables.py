@@ -1273,6 +1273,49 @@ def t_lesson06_post(ctx, gpu, c):
                     right={1, 3, 4}))
 
 
+class Lesson06FloorCsv(Lesson06Csv):
+    """lesson06_floor.csv (the --floor run): the last step's softmax rows, checked, and its MMA
+    floor's (variant mma_floor), whose output is not attention and is never checked (check '-')."""
+
+    def find(self, *key):
+        k = key + ("cold",) * (len(self.KEY) - len(key))
+        if k[0] != "mma_floor":
+            return super().find(*key)
+        if k in self.dup:
+            raise TableError(f"{self.c.rel}: more than one {self.name(self.ROW, k)}")
+        r = self.by_key.get(k)
+        if r is not None and r.get("check") != "-":
+            raise TableError(f"{self.c.rel}: {self.name(self.ROW, k)} has check '{r.get('check')}' (the floor is never checked: '-')")
+        return r
+
+
+@per_gpu("lesson06_floor", "lesson06_floor.csv")
+def t_lesson06_floor(ctx, gpu, c):
+    """Lesson 06 NOTES: the last step's softmax beside its MMA floor (the same kernel with P = S: its
+    copies, MMAs and stores alone), one --floor run, L2-cold; cuDNN SDPA from peers_sdpa.csv (its own
+    run) where it has the shape."""
+    l6 = Lesson06FloorCsv(c)
+    step = f"{LESSON06_METHODS[-1]}_softmax"
+    peers = ctx.data.get(gpu, "peers_sdpa.csv") if (ctx.data.dir / gpu / "peers_sdpa.csv").is_file() else None
+    rows = []
+    for shape, prefix in LESSON06_SHAPES:
+        step_us, f = l6.us(step, shape, prefix), l6.row("mma_floor", shape, prefix)
+        floor_us = float(f["us_median"])
+        cu = peers.find("peer", "sdpa_cudnn", shape) if peers is not None and prefix == "0" else None
+        rows.append([shape, prefix, us1(step_us), us1(floor_us), f"{step_us / floor_us:.2f}", f"{float(f['tflops']):.0f}",
+                     us1(cu["us_median"]) if cu else "-", f"{floor_us / float(cu['us_median']):.2f}" if cu else "-"])
+    for i in range(len(rows) - 1, 0, -1):  # name each shape once
+        if rows[i][0] == rows[i - 1][0]:
+            rows[i][0] = ""
+    peer_note = (f"cuDNN: `sdpa_cudnn` in {ctx.link(peers)} (its own run), prefix 0 only."
+                 if peers is not None else "No cuDNN measurement for this GPU.")
+    return (f"**{gpu_name(gpu)}**, data {ctx.link(c)}, one `--floor` run: L2-cold medians, us; bf16, D 128, "
+            f"pages of 16. `{step}` is the last step (checked); the floor is its kernel with P = S "
+            f"(TFLOPS: causal FLOPs over its time). {peer_note}\n\n"
+            + table(["shape", "prefix", "last step us", "floor us", "step / floor", "floor TFLOPS", "cuDNN us",
+                     "floor / cuDNN"], rows, right={2, 3, 4, 5, 6, 7}))
+
+
 # ---------------------------------------------------------------------------------------
 # Lesson 07: the KV hand-off. Its CSV has one row per (variant, shape, stage), so rows are
 # looked up with the stage as well; its percentages are of the measured copy bandwidth

@@ -20,8 +20,8 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import catalog as C  # noqa: E402
 from catalog import LESSON01_SHAPES, LESSON07_PAIRS, LESSON07_TOKENS, LONG_SHAPES, TABLE_A, TABLE_B  # noqa: E402
 from tables import (LESSON04_FIXES, LESSON04_SPLITS, LESSON06_POST, LESSON07_PER_TOKEN_MAX,  # noqa: E402
-                    LESSON07_STAGES, REPO, Csv, Lesson06Csv, TableError, l06_absent, l07_shape, ladder_steps, run,
-                    variant_list)
+                    LESSON07_STAGES, REPO, Csv, Lesson06Csv, Lesson06FloorCsv, TableError, l06_absent, l07_shape,
+                    ladder_steps, run, variant_list)
 
 HEADER = ("gpu,lesson,variant,shape,dtype,B,H,Hkv,D,ctx,block_size,l2,us_median,us_min,bytes,gbps,"
           "pct_read_bw,flops,tflops,pct_mma_peak,check,rel_err,ctas,ctas_per_sm,waves")
@@ -343,6 +343,24 @@ def self_test():
         expect(False, "lesson 06: a Hopper run without the last step's rows is an error")
     except TableError as e:
         expect(f"{C.LESSON06_METHODS[-1]}_softmax" in str(e), f"lesson 06: the error names the missing step (got {e})")
+
+    # lesson06_floor.csv: the floor's rows carry check '-' (never checked), the step's must PASS
+    def floor_csv(floor_check, step_check):
+        head = "gpu,lesson,variant,shape,prefix,l2,us_median,check"
+        return Lesson06FloorCsv(Csv("plots/data/x/lesson06_floor.csv", "\n".join(
+            [head, f"x,06,mma_floor,B1-T8192-H32-Hkv8,0,cold,1.0,{floor_check}",
+             f"x,06,{C.LESSON06_METHODS[-1]}_softmax,B1-T8192-H32-Hkv8,0,cold,1.2,{step_check}"])))
+
+    expect(floor_csv("-", "PASS").row("mma_floor", "B1-T8192-H32-Hkv8", "0")["us_median"] == "1.0",
+           "lesson 06 floor: a floor row with check '-' is read")
+    for bad, what in ((("PASS", "PASS"), "a floor row that claims a check"), (("-", "FAIL"), "a FAILed step row")):
+        try:
+            c = floor_csv(*bad)
+            c.row("mma_floor", "B1-T8192-H32-Hkv8", "0")
+            c.row(f"{C.LESSON06_METHODS[-1]}_softmax", "B1-T8192-H32-Hkv8", "0")
+            expect(False, f"lesson 06 floor: {what} is an error")
+        except TableError:
+            pass
 
     for f in failures:
         print(f"self-test FAILED: {f}")

@@ -87,8 +87,9 @@ for exe in "${lessons[@]}"; do
     # A lesson with a second measurement (its usage has a line starting with the flag) runs it
     # too: --timeline (lesson 02: where its main kernel's time goes), --plans (lesson 04:
     # lesson 03's plans with its reduce), --sweep (lesson 03: its plans across partition sizes),
+    # --floor (lesson 06: its last step beside the same kernel without the softmax's arithmetic),
     # each into lessonNN_<mode>.csv.
-    for mode in timeline plans sweep; do
+    for mode in timeline plans sweep floor; do
         if [ "$rc" -ne 3 ] && [ -z "$suffix" ] && "$exe" --help | grep -q -- "^--$mode"; then
             mode_csv="plots/data/$gpu/lesson${nn}_$mode.csv"
             printf '\n===== %s --%s (CSV: %s) =====\n' "$name" "$mode" "$mode_csv"

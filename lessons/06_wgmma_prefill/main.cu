@@ -7,6 +7,7 @@
 //   lesson06_wgmma_prefill --check                 check only (what the sanitizer tests run)
 //   lesson06_wgmma_prefill --bench --shape B32-T256-H8-Hkv4 --variant wgmma_ws_softmax
 //   lesson06_wgmma_prefill --B 3 --H 8 --Hkv 2 --ctx 100,7,300 --prefix 0,17,1000 --sigma 2.9
+//   lesson06_wgmma_prefill --floor                 step 13 beside its MMA floor (mma_floor.h)
 #include <algorithm>
 #include <cfloat>
 #include <cmath>
@@ -26,6 +27,7 @@
 #include "flags.h"
 #include "gated_reference.h"
 #include "lesson06.h"
+#include "mma_floor.h"
 #include "table.h"
 #include "timer.cuh"
 
@@ -76,8 +78,14 @@ std::string usage() {
            "Exit codes: 0 ok, 1 a check failed, 2 invalid input, 3 no usable GPU.\n";
 }
 
+const pa::LessonFlag kFloorFlag{"--floor", false,
+                                "--floor          step 13's softmax beside its MMA floor (step 13 with P = S: the copies and "
+                                "MMAs alone), L2-hot and cold (lesson06_floor.csv)",
+                                {"--check", "--variant"}};
+
 std::vector<pa::LessonFlag> lesson_flags() {
     return {
+        kFloorFlag,
         {"--prefix", true, "--prefix p[,p...] cached tokens before them (default 0)", {"--shape"}},
         {"--sigma", true, "--sigma S        the gate's sparsity knob, 0 <= S < 3 (default 1.5)", {}},
         {"--gamma", true, "--gamma G        the gate's scale, > 0 (default 1)", {}},
@@ -183,6 +191,7 @@ class PrefillRun {
         const Reference& r = reference(v.policy);
         return compare_rows(dev_.download_output(), r.ref, r.rows, p_.shape);
     }
+    PrefillArgs args(int copy) { return dev_.args(gate_, copy); }
     std::vector<pa::TimedPart> parts(const Variant& v) {
         pa::TimedPart t;
         t.launch = [this, v](int copy) { launch(v, dev_.args(gate_, copy), nullptr); };
@@ -290,8 +299,7 @@ void print_summary(const std::vector<pa::ResultRow>& rows, double gemm_tflops) {
                         *r->pct_mma_peak);
 }
 
-int run_bench(const Selection& sel, const std::vector<PrefillVariant>& variants, const pa::Flags& f,
-              const pa::DeviceInfo& info, int* failures) {
+pa::MeasureSetup measure_setup(const pa::Flags& f, const pa::DeviceInfo& info) {
     pa::MeasureSetup setup;
     setup.info = info;
     setup.iters = f.iters;
@@ -299,6 +307,12 @@ int run_bench(const Selection& sel, const std::vector<PrefillVariant>& variants,
     setup.min_iters = kMinIters;
     setup.read_bw_gbps = pa::measured_read_bandwidth_gbps(info);
     setup.gemm_tflops = pa::measured_bf16_gemm_tflops();
+    return setup;
+}
+
+int run_bench(const Selection& sel, const std::vector<PrefillVariant>& variants, const pa::Flags& f,
+              const pa::DeviceInfo& info, int* failures) {
+    const pa::MeasureSetup setup = measure_setup(f, info);
     std::printf("\nmeasurement (seed %llu; medians of timed launches, at most %d, fewer for slow steps; L2-cold rotates\n"
                 "K/V copies over > 2x L2). Ceilings measured now: streaming read %.0f GB/s, cuBLAS bf16 GEMM %.0f TFLOPS.\n"
                 "TFLOPS count 4 * D * H * (causal (row, key) pairs); measured shapes are checked on every %dth row.\n",
@@ -328,6 +342,68 @@ int run_bench(const Selection& sel, const std::vector<PrefillVariant>& variants,
     return 0;
 }
 
+// --floor: on each shape, step 13's softmax (checked and timed as the bench does) and then its MMA
+// floor, the same kernel with P = S (mma_floor.h), timed the same way on the same inputs; rows of
+// both go to the CSV, the floor's as variant mma_floor with check "-" (its output is not checked).
+int run_floor(const Selection& sel, const pa::Flags& f, const pa::DeviceInfo& info, int* failures) {
+#if PA_BUILT_SM90A
+    const std::vector<PrefillVariant> all = all_variants();
+    const auto step = std::find_if(all.begin(), all.end(), [](const PrefillVariant& v) {
+        return v.method == Method::wgmma_lazy_rescale && v.policy == Policy::softmax;
+    });
+    if (info.cc() < step->min_cc) {
+        std::printf("--floor: the MMA floor is step 13's kernel, which needs %s; %s is sm_%d: nothing measured\n",
+                    step->needs.c_str(), info.name.c_str(), info.cc());
+        return 0;
+    }
+    const pa::MeasureSetup setup = measure_setup(f, info);
+    std::printf("\nthe MMA floor (seed %llu; L2-cold rotates K/V copies over > 2x L2): step 13's kernel with P = S (no\n"
+                "max, exponent, mask or rescale), timed like the step on the same inputs; cuBLAS bf16 GEMM %.0f TFLOPS\n",
+                static_cast<unsigned long long>(f.seed), setup.gemm_tflops);
+    std::vector<pa::ResultRow> rows;
+    pa::TextTable t({"shape", "prefix", "step 13 us", "floor us", "step / floor", "floor TFLOPS", "% GEMM"});
+    for (const auto& s : sel.bench) {
+        const std::string why = why_not(*step, s, info);
+        if (!why.empty()) {
+            std::printf("%s: skipped (%s)\n", s.name.c_str(), why.c_str());
+            continue;
+        }
+        PrefillRun run(s, f.seed, sel.gate, info, true);
+        const std::vector<pa::ResultRow> measured = pa::measure_variants(run, {*step}, setup, failures);
+        rows.insert(rows.end(), measured.begin(), measured.end());
+        pa::TimedPart part = run.parts(*step)[0];
+        part.launch = [&run](int copy) { launch_mma_floor(run.args(copy), nullptr); };
+        for (const bool cold : {false, true}) {
+            pa::ResultRow r;
+            pa::fill_timing(r, pa::time_part(part, cold ? run.copies() : 1, setup), cold, part, setup);
+            r.check = "-";
+            run.describe(*step, part, r);
+            r.variant = "mma_floor";
+            r.set_extra("method", "mma_floor");
+            r.set_extra("policy", "none");
+            rows.push_back(r);
+        }
+        const pa::ResultRow& step_cold = rows[rows.size() - 3];
+        const pa::ResultRow& floor_cold = rows.back();
+        t.add_row({s.name, s.prefix_label(), pa::strf("%.1f", step_cold.us_median), pa::strf("%.1f", floor_cold.us_median),
+                   pa::strf("%.2f", step_cold.us_median / floor_cold.us_median), pa::strf("%.0f", *floor_cold.tflops),
+                   pa::strf("%.1f", *floor_cold.pct_mma_peak)});
+    }
+    std::printf("\n");
+    t.print();
+    std::printf("(%s; L2-cold medians)\n", info.name.c_str());
+    pa::write_csv_or_exit(kProgram, f.csv, rows);
+    return 0;
+#else
+    (void)sel;
+    (void)f;
+    (void)failures;
+    std::printf("--floor: not built: this build's CUDA architectures do not include 90a (the floor is step 13's kernel); "
+                "nothing measured on %s\n", info.name.c_str());
+    return 0;
+#endif
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -337,6 +413,11 @@ int main(int argc, char** argv) {
     try {
         std::printf("Lesson 06: causal prefill over the paged cache (D 128, page 16, bf16), softmax and gate\n");
         std::printf("GPU: %s\n", info.summary().c_str());
+        if (f.has(kFloorFlag.name)) {
+            int failures = 0;
+            run_floor(sel, f, info, &failures);
+            return failures == 0 ? 0 : 1;
+        }
         // one line for each variant this build lacks or this GPU cannot run
         const std::vector<PrefillVariant> variants =
             pa::runnable_variants_or_exit(kProgram, sel.variants, [&](const PrefillVariant& v) -> std::string {
