@@ -91,14 +91,18 @@ class Keyed:
     def name(self, template, key, r=None):
         return template.format(**dict(zip(self.KEY, key)), shape_of_row=(r or {}).get("shape"))
 
+    def expected_check(self, key):
+        """What a row's check column must say: PASS, unless a subclass knows rows that are never checked."""
+        return "PASS"
+
     def find(self, *key):
         """The row, or None when the CSV has none; a duplicated or FAILed row is an error."""
         key = key + ("cold",) * (len(self.KEY) - len(key))
         if key in self.dup:
             raise TableError(f"{self.c.rel}: more than one {self.name(self.ROW, key)}")
         r = self.by_key.get(key)
-        if r is not None and r.get("check") != "PASS":
-            raise TableError(f"{self.c.rel}: {self.name(self.FAILED, key, r)} has check '{r.get('check')}', not PASS")
+        if r is not None and r.get("check") != (want := self.expected_check(key)):
+            raise TableError(f"{self.c.rel}: {self.name(self.FAILED, key, r)} has check '{r.get('check')}', not {want}")
         return r
 
     def row(self, *key):
@@ -1277,16 +1281,8 @@ class Lesson06FloorCsv(Lesson06Csv):
     """lesson06_floor.csv (the --floor run): the last step's softmax rows, checked, and its MMA
     floor's (variant mma_floor), whose output is not attention and is never checked (check '-')."""
 
-    def find(self, *key):
-        k = key + ("cold",) * (len(self.KEY) - len(key))
-        if k[0] != "mma_floor":
-            return super().find(*key)
-        if k in self.dup:
-            raise TableError(f"{self.c.rel}: more than one {self.name(self.ROW, k)}")
-        r = self.by_key.get(k)
-        if r is not None and r.get("check") != "-":
-            raise TableError(f"{self.c.rel}: {self.name(self.ROW, k)} has check '{r.get('check')}' (the floor is never checked: '-')")
-        return r
+    def expected_check(self, key):
+        return "-" if key[0] == "mma_floor" else "PASS"
 
 
 @per_gpu("lesson06_floor", "lesson06_floor.csv")
