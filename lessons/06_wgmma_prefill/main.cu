@@ -194,7 +194,7 @@ class PrefillRun {
     PrefillArgs args(int copy) { return dev_.args(gate_, copy); }
     std::vector<pa::TimedPart> parts(const Variant& v) {
         pa::TimedPart t;
-        t.launch = [this, v](int copy) { launch(v, dev_.args(gate_, copy), nullptr); };
+        t.launch = [this, v](int copy) { launch(v, args(copy), nullptr); };
         t.bytes = static_cast<double>(prefill_bytes(p_.shape));
         t.flops = causal_flops(p_.shape);
         return {t};
@@ -345,7 +345,7 @@ int run_bench(const Selection& sel, const std::vector<PrefillVariant>& variants,
 // --floor: on each shape, step 13's softmax (checked and timed as the bench does) and then its MMA
 // floor, the same kernel with P = S (mma_floor.h), timed the same way on the same inputs; rows of
 // both go to the CSV, the floor's as variant mma_floor with check "-" (its output is not checked).
-int run_floor(const Selection& sel, const pa::Flags& f, const pa::DeviceInfo& info, int* failures) {
+void run_floor(const Selection& sel, const pa::Flags& f, const pa::DeviceInfo& info, int* failures) {
 #if PA_BUILT_SM90A
     const std::vector<PrefillVariant> all = all_variants();
     const auto step = std::find_if(all.begin(), all.end(), [](const PrefillVariant& v) {
@@ -354,7 +354,7 @@ int run_floor(const Selection& sel, const pa::Flags& f, const pa::DeviceInfo& in
     if (info.cc() < step->min_cc) {
         std::printf("--floor: the MMA floor is step 13's kernel, which needs %s; %s is sm_%d: nothing measured\n",
                     step->needs.c_str(), info.name.c_str(), info.cc());
-        return 0;
+        return;
     }
     const pa::MeasureSetup setup = measure_setup(f, info);
     std::printf("\nthe MMA floor (seed %llu; L2-cold rotates K/V copies over > 2x L2): step 13's kernel with P = S (no\n"
@@ -393,14 +393,12 @@ int run_floor(const Selection& sel, const pa::Flags& f, const pa::DeviceInfo& in
     t.print();
     std::printf("(%s; L2-cold medians)\n", info.name.c_str());
     pa::write_csv_or_exit(kProgram, f.csv, rows);
-    return 0;
 #else
     (void)sel;
     (void)f;
     (void)failures;
     std::printf("--floor: not built: this build's CUDA architectures do not include 90a (the floor is step 13's kernel); "
                 "nothing measured on %s\n", info.name.c_str());
-    return 0;
 #endif
 }
 

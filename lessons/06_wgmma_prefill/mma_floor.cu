@@ -2,8 +2,6 @@
 // Built for sm_90a only, as step 13.
 #include "mma_floor.h"
 
-#include "cuda_check.cuh"
-#include "launch_utils.cuh"
 #include "step13_lazy_rescale.cuh"
 #include "steps.cuh"
 #include "tma_maps.cuh"
@@ -27,14 +25,19 @@ __device__ __forceinline__ MmaOnlyPolicy<NB> make_policy(const PolicyParams&, Mm
     return MmaOnlyPolicy<NB>{};
 }
 
-void launch_mma_floor(const PrefillArgs& a, cudaStream_t stream) {
-    const step2::Batch b = make_batch(a, step13::kRows);
-    const Maps maps = make_maps(a, step13::kRows);
-    const int items = a.H * a.num_tiles128;
-    const auto kernel = step13::wgmma_lazy_rescale_prefill_kernel<MmaOnlyPolicy<step13::kNB>>;
-    pa::opt_in_max_dynamic_smem(reinterpret_cast<const void*>(kernel));
-    kernel<<<persistent_ctas(items), step13::kThreads, step13::kSmemBytes, stream>>>(b, policy_params(a), maps, items);
-    CUDA_CHECK_LAUNCH();
-}
+namespace {
+
+// The floor as a TMA step (tma_maps.cuh): step 13's constants, its kernel with MmaOnlyPolicy
+// whichever policy the launcher names.
+struct FloorStep {
+    template <class>
+    static auto kernel() { return step13::wgmma_lazy_rescale_prefill_kernel<MmaOnlyPolicy<step13::kNB>>; }
+    static constexpr int kNB = step13::kNB, kRows = step13::kRows, kThreads = step13::kThreads;
+    static constexpr int kSmemBytes = step13::kSmemBytes;
+};
+
+}  // namespace
+
+void launch_mma_floor(const PrefillArgs& a, cudaStream_t stream) { launch_persistent_step<FloorStep>(a, Policy::softmax, stream); }
 
 }  // namespace lesson06
