@@ -1,6 +1,6 @@
 // Lesson 06's GPU side, as main.cu and the tests use it: a prefill batch on the device, the
 // ladder of steps (each with both policies), and their launchers. Compiled once in lesson06.cu
-// (steps 1-2, every architecture from sm_80) and in the sm_90a objects (steps 3-13).
+// (steps 1-2, every architecture from sm_80) and in the sm_90a objects (steps 3-14).
 //
 //   step 1  as_decode         each new token a decode of its own: lesson 03's decode (softmax), lesson 05's (gate)
 //   step 2  mma_sync          64-row query tiles on mma.sync.m16n8k16 (FlashAttention-2 style), sm_80+
@@ -15,6 +15,7 @@
 //   step 11 wgmma_fast_exp2   + the softmax's 2^x as one MUFU.EX2 (ex2.approx.ftz), sm_90a
 //   step 12 wgmma_early_start + the next item's first K tile and description fetched early, sm_90a
 //   step 13 wgmma_lazy_rescale + the output rescaled only when a row's max rises by more than 2^8, sm_90a
+//   step 14 wgmma_diagonal_mask + the causal mask compiled only into the diagonal tiles, sm_90a
 //
 // Variant names are <method>_<policy>: as_decode_softmax, mma_sync_gate, wgmma_ws_softmax, ...
 #pragma once
@@ -44,9 +45,10 @@ enum class Method {
     wgmma_persistent = 10,
     wgmma_fast_exp2 = 11,
     wgmma_early_start = 12,
-    wgmma_lazy_rescale = 13
+    wgmma_lazy_rescale = 13,
+    wgmma_diagonal_mask = 14
 };
-const char* method_name(Method m);  // "as_decode", "mma_sync", "wgmma", ..., "wgmma_lazy_rescale"
+const char* method_name(Method m);  // "as_decode", "mma_sync", "wgmma", ..., "wgmma_diagonal_mask"
 
 // What every launcher gets. Pointers are device pointers unless said otherwise.
 struct PrefillArgs {

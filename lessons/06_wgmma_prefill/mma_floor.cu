@@ -1,15 +1,15 @@
-// The MMA floor (mma_floor.h): step 13's kernel, instantiated with a policy that does nothing.
-// Built for sm_90a only, as step 13.
+// The MMA floor (mma_floor.h): step 14's kernel, instantiated with a policy that does nothing.
+// Built for sm_90a only, as step 14.
 #include "mma_floor.h"
 
-#include "step13_lazy_rescale.cuh"
+#include "step14_diagonal_mask.cuh"
 #include "steps.cuh"
 #include "tma_maps.cuh"
 
 namespace lesson06 {
 
 // P = S: no max, no exponent, no mask, no rescale, the output scaled by 1. Every copy, wgmma,
-// barrier, bf16 packing of P and store of step 13 is still there; only the policy's work on
+// barrier, bf16 packing of P and store of step 14 is still there; only the policy's work on
 // the score fragment is gone. (Masked and past-the-end scores stay in P as they are: the
 // output is meaningless, and the MMAs take no longer for it.)
 template <int NB>
@@ -27,13 +27,13 @@ __device__ __forceinline__ MmaOnlyPolicy<NB> make_policy(const PolicyParams&, Mm
 
 namespace {
 
-// The floor as a TMA step (tma_maps.cuh): step 13's constants, its kernel with MmaOnlyPolicy
+// The floor as a TMA step (tma_maps.cuh): step 14's constants, its kernel with MmaOnlyPolicy
 // whichever policy the launcher names.
 struct FloorStep {
     template <class>
-    static auto kernel() { return step13::wgmma_lazy_rescale_prefill_kernel<MmaOnlyPolicy<step13::kNB>>; }
-    static constexpr int kNB = step13::kNB, kRows = step13::kRows, kThreads = step13::kThreads;
-    static constexpr int kSmemBytes = step13::kSmemBytes;
+    static auto kernel() { return step14::wgmma_diagonal_mask_prefill_kernel<MmaOnlyPolicy<step14::kNB>>; }
+    static constexpr int kNB = step14::kNB, kRows = step14::kRows, kThreads = step14::kThreads;
+    static constexpr int kSmemBytes = step14::kSmemBytes;
 };
 
 }  // namespace
