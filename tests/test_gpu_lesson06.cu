@@ -1,9 +1,10 @@
 // Lesson 06 (causal prefill: as decode, mma.sync, wgmma, then the pieces of FlashAttention-3 one
 // step at a time: the swizzle, TMA, a producer warp, setmaxnreg, the overlap, ping-pong, persistent
 // CTAs, the fast 2^x, the next item started early, the lazy rescale, the mask on diagonal tiles
-// only; softmax and gate) on the GPU, against the double-precision reference. Every test is
-// labelled `gpu`. Variants this GPU cannot run (the sm_90a steps below Hopper) and those this
-// build does not have (the gate as decode without lesson 05) are named in the output (WARN), not run.
+// only, the paired stores; softmax and gate) on the GPU, against the double-precision reference.
+// Every test is labelled `gpu`. Variants this GPU cannot run (the sm_90a steps below Hopper) and
+// those this build does not have (the gate as decode without lesson 05) are named in the output
+// (WARN), not run.
 #include <catch2/catch_test_macros.hpp>
 
 #include <functional>
@@ -95,19 +96,19 @@ TEST_CASE("lesson06 every step, softmax and gate, on 16 random mixed batches wit
     CHECK(checked >= 16 * 3);  // mma_sync of both policies and as_decode_softmax run everywhere
 }
 
-TEST_CASE("lesson06 steps 4 to 14 by name, softmax and gate, on 12 random batches of odd prompts with prefixes "
+TEST_CASE("lesson06 steps 4 to 15 by name, softmax and gate, on 12 random batches of odd prompts with prefixes "
           "not multiples of 16 (seed 20260606)",
           "[gpu][lesson06]") {
-    // Steps 4 to 14 take step 3 to the last step one idea at a time; each is checked here by name, so
+    // Steps 4 to 15 take step 3 to the last step one idea at a time; each is checked here by name, so
     // a step that drops out of all_variants() fails, and on Hopper every one of them must run.
     auto split_step = [](const PrefillVariant& v) { return v.method >= Method::wgmma_swizzle; };
     std::vector<PrefillVariant> steps;
     for (const auto& v : all_variants())
         if (split_step(v)) steps.push_back(v);
-    REQUIRE(steps.size() == 22);  // wgmma_swizzle .. wgmma_diagonal_mask, each with both policies
+    REQUIRE(steps.size() == 24);  // wgmma_swizzle .. wgmma_paired_stores, each with both policies
     const pa::DeviceInfo info = pa::testing::gpu_for_test();
     if (!steps[0].not_built.empty()) SKIP(steps[0].not_built);
-    if (info.cc() < steps[0].min_cc) SKIP("steps 4 to 14 need " << steps[0].needs << "; this GPU is sm_" << info.cc());
+    if (info.cc() < steps[0].min_cc) SKIP("steps 4 to 15 need " << steps[0].needs << "; this GPU is sm_" << info.cc());
 
     pa::Rng rng(kSeed, 7);
     const GateSetting g;
@@ -126,8 +127,8 @@ TEST_CASE("lesson06 steps 4 to 14 by name, softmax and gate, on 12 random batche
         const PrefillShape s = make_mixed_prefill_shape("odd-" + std::to_string(i) + "-B" + std::to_string(B) + "-H" +
                                                             std::to_string(group * Hkv) + "-Hkv" + std::to_string(Hkv),
                                                         group * Hkv, Hkv, news, prefixes);
-        CHECK(check_all(s, Policy::softmax, g, kSeed + 400 + i, 0, split_step) == 11);
-        CHECK(check_all(s, Policy::gate, g, kSeed + 400 + i, 0, split_step) == 11);
+        CHECK(check_all(s, Policy::softmax, g, kSeed + 400 + i, 0, split_step) == 12);
+        CHECK(check_all(s, Policy::gate, g, kSeed + 400 + i, 0, split_step) == 12);
     }
 }
 
@@ -149,7 +150,7 @@ TEST_CASE("lesson06 prompts of 1 .. 300 tokens, prefixes 0 and not multiples of 
 TEST_CASE("lesson06 more work items than SMs: each persistent CTA walks several (mixed lengths and prefixes)",
           "[gpu][lesson06]") {
     // 16 heads x 25 query tiles = 400 (tile, head) items: on a 132-SM GPU every CTA of steps 10
-    // to 14 takes three or four, of different lengths, so the ring, its phases and Q's barrier
+    // to 15 takes three or four, of different lengths, so the ring, its phases and Q's barrier
     // run on across items, and the last tile of an item lands in a slot an earlier item used.
     const PrefillShape s = make_mixed_prefill_shape("persistent-items", 16, 4, {777, 1, 300, 129, 1024, 451},
                                                     {0, 5, 1000, 17, 0, 333});

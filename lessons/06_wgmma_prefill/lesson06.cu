@@ -32,6 +32,7 @@ const char* method_name(Method m) {
         case Method::wgmma_early_start: return "wgmma_early_start";
         case Method::wgmma_lazy_rescale: return "wgmma_lazy_rescale";
         case Method::wgmma_diagonal_mask: return "wgmma_diagonal_mask";
+        case Method::wgmma_paired_stores: return "wgmma_paired_stores";
     }
     return "?";
 }
@@ -141,7 +142,8 @@ std::vector<PrefillVariant> all_variants() {
     for (Method m : {Method::as_decode, Method::mma_sync, Method::wgmma, Method::wgmma_swizzle, Method::wgmma_tma,
                      Method::wgmma_producer, Method::wgmma_setmaxnreg, Method::wgmma_overlap, Method::wgmma_ws,
                      Method::wgmma_persistent, Method::wgmma_fast_exp2,
-                     Method::wgmma_early_start, Method::wgmma_lazy_rescale, Method::wgmma_diagonal_mask})
+                     Method::wgmma_early_start, Method::wgmma_lazy_rescale, Method::wgmma_diagonal_mask,
+                     Method::wgmma_paired_stores})
         for (Policy p : {Policy::softmax, Policy::gate}) {
             PrefillVariant v;
             v.name = std::string(method_name(m)) + "_" + policy_name(p);
@@ -238,6 +240,9 @@ void launch(const PrefillVariant& v, const PrefillArgs& a, cudaStream_t stream) 
         case Method::wgmma_diagonal_mask:
             launch_wgmma_diagonal_mask(a, v.policy, stream);
             return;
+        case Method::wgmma_paired_stores:
+            launch_wgmma_paired_stores(a, v.policy, stream);
+            return;
 #else
         default:
             break;
@@ -271,6 +276,7 @@ Geometry geometry(const PrefillVariant& v, const PrefillShape& s) {
         case Method::wgmma_early_start: return geometry_wgmma_early_start(s);
         case Method::wgmma_lazy_rescale: return geometry_wgmma_lazy_rescale(s);
         case Method::wgmma_diagonal_mask: return geometry_wgmma_diagonal_mask(s);
+        case Method::wgmma_paired_stores: return geometry_wgmma_paired_stores(s);
 #else
         default: break;
 #endif

@@ -1,15 +1,15 @@
-// The MMA floor (mma_floor.h): step 14's kernel, instantiated with a policy that does nothing.
-// Built for sm_90a only, as step 14.
+// The MMA floor (mma_floor.h): step 15's kernel, instantiated with a policy that does nothing.
+// Built for sm_90a only, as step 15.
 #include "mma_floor.h"
 
-#include "step14_diagonal_mask.cuh"
+#include "step15_paired_stores.cuh"
 #include "steps.cuh"
 #include "tma_maps.cuh"
 
 namespace lesson06 {
 
 // P = S: no max, no exponent, no mask, no rescale, the output scaled by 1. Every copy, wgmma,
-// barrier, bf16 packing of P and store of step 14 is still there; only the policy's work on
+// barrier, bf16 packing of P and store of step 15 is still there; only the policy's work on
 // the score fragment is gone. (Masked and past-the-end scores stay in P as they are: the
 // output is meaningless, and the MMAs take no longer for it.)
 template <int NB>
@@ -27,13 +27,13 @@ __device__ __forceinline__ MmaOnlyPolicy<NB> make_policy(const PolicyParams&, Mm
 
 namespace {
 
-// The floor as a TMA step (tma_maps.cuh): step 14's constants, its kernel with MmaOnlyPolicy
+// The floor as a TMA step (tma_maps.cuh): step 15's constants, its kernel with MmaOnlyPolicy
 // whichever policy the launcher names.
 struct FloorStep {
     template <class>
-    static auto kernel() { return step14::wgmma_diagonal_mask_prefill_kernel<MmaOnlyPolicy<step14::kNB>>; }
-    static constexpr int kNB = step14::kNB, kRows = step14::kRows, kThreads = step14::kThreads;
-    static constexpr int kSmemBytes = step14::kSmemBytes;
+    static auto kernel() { return step15::wgmma_paired_stores_prefill_kernel<MmaOnlyPolicy<step15::kNB>>; }
+    static constexpr int kNB = step15::kNB, kRows = step15::kRows, kThreads = step15::kThreads;
+    static constexpr int kSmemBytes = step15::kSmemBytes;
 };
 
 }  // namespace
