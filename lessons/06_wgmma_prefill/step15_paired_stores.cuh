@@ -5,12 +5,11 @@
 // each 8-column block (4 bytes of bf16) and the four lanes of a quad one block of a row. Each store
 // instruction of a warp then writes 16 bytes into each of 8 rows: half of a 32-byte sector per
 // row, 32 instructions a lane, and every sector of the output is written twice, in halves. On short
-// prompts an item is one or two key tiles and these stores are a large part of it: all SMs end
-// their items together, and the memory system takes the halves one by one. Now lanes c and c ^ 1
-// swap one word per pair of blocks (one shuffle), so that the even lane holds four neighbouring
-// columns of block d and the odd lane four of block d + 1: 8 bytes each, a quad's store covers a
-// whole sector of each row, and a lane issues 16 stores instead of 32. Every lane shuffles, and
-// only the rows of the prompt store.
+// prompts an item is one or two key tiles and these stores took about as long as a tile's softmax
+// (NOTES.md, "Step 15"). Now lanes c and c ^ 1 swap one word per pair of blocks (one shuffle), so
+// that the even lane holds four neighbouring columns of block d and the odd lane four of block
+// d + 1: 8 bytes each, a quad's store covers a whole sector of each row, and a lane issues 16
+// stores instead of 32. Every lane shuffles, and only the rows of the prompt store.
 // Run: lesson06_wgmma_prefill [--check | --bench] [--variant wgmma_paired_stores_softmax]
 #pragma once
 
