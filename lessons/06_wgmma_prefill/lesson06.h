@@ -50,6 +50,8 @@ enum class Method {
     wgmma_diagonal_mask = 14,
     wgmma_paired_stores = 15
 };
+// The ladder's last step: what --floor measures (mma_floor.cu instantiates its kernel).
+constexpr Method kLastStep = Method::wgmma_paired_stores;
 const char* method_name(Method m);  // "as_decode", "mma_sync", "wgmma", ..., "wgmma_paired_stores"
 
 // What every launcher gets. Pointers are device pointers unless said otherwise.

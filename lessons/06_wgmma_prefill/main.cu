@@ -7,7 +7,7 @@
 //   lesson06_wgmma_prefill --check                 check only (what the sanitizer tests run)
 //   lesson06_wgmma_prefill --bench --shape B32-T256-H8-Hkv4 --variant wgmma_ws_softmax
 //   lesson06_wgmma_prefill --B 3 --H 8 --Hkv 2 --ctx 100,7,300 --prefix 0,17,1000 --sigma 2.9
-//   lesson06_wgmma_prefill --floor                 step 15 beside its MMA floor (mma_floor.h)
+//   lesson06_wgmma_prefill --floor                 the last step beside its MMA floor (mma_floor.h)
 #include <algorithm>
 #include <cfloat>
 #include <cmath>
@@ -79,7 +79,7 @@ std::string usage() {
 }
 
 const pa::LessonFlag kFloorFlag{"--floor", false,
-                                "--floor          step 15's softmax beside its MMA floor (step 15 with P = S: the copies and "
+                                "--floor          the last step's softmax beside its MMA floor (its kernel with P = S: the copies and "
                                 "MMAs alone), L2-hot and cold (lesson06_floor.csv)",
                                 {"--check", "--variant"}};
 
@@ -342,26 +342,28 @@ int run_bench(const Selection& sel, const std::vector<PrefillVariant>& variants,
     return 0;
 }
 
-// --floor: on each shape, step 15's softmax (checked and timed as the bench does) and then its MMA
+// --floor: on each shape, the last step's softmax (checked and timed as the bench does) and then its MMA
 // floor, the same kernel with P = S (mma_floor.h), timed the same way on the same inputs; rows of
 // both go to the CSV, the floor's as variant mma_floor with check "-" (its output is not checked).
 void run_floor(const Selection& sel, const pa::Flags& f, const pa::DeviceInfo& info, int* failures) {
 #if PA_BUILT_SM90A
     const std::vector<PrefillVariant> all = all_variants();
     const auto step = std::find_if(all.begin(), all.end(), [](const PrefillVariant& v) {
-        return v.method == Method::wgmma_paired_stores && v.policy == Policy::softmax;
+        return v.method == kLastStep && v.policy == Policy::softmax;
     });
     if (info.cc() < step->min_cc) {
-        std::printf("--floor: the MMA floor is step 15's kernel, which needs %s; %s is sm_%d: nothing measured\n",
-                    step->needs.c_str(), info.name.c_str(), info.cc());
+        std::printf("--floor: the MMA floor is the last step's kernel (%s), which needs %s; %s is sm_%d: nothing "
+                    "measured\n",
+                    step->name.c_str(), step->needs.c_str(), info.name.c_str(), info.cc());
         return;
     }
     const pa::MeasureSetup setup = measure_setup(f, info);
-    std::printf("\nthe MMA floor (seed %llu; L2-cold rotates K/V copies over > 2x L2): step 15's kernel with P = S (no\n"
-                "max, exponent, mask or rescale), timed like the step on the same inputs; cuBLAS bf16 GEMM %.0f TFLOPS\n",
-                static_cast<unsigned long long>(f.seed), setup.gemm_tflops);
+    std::printf("\nthe MMA floor (seed %llu; L2-cold rotates K/V copies over > 2x L2): the last step's kernel (%s) with\n"
+                "P = S (no max, exponent, mask or rescale), timed like the step on the same inputs; cuBLAS bf16 GEMM %.0f\n"
+                "TFLOPS\n",
+                static_cast<unsigned long long>(f.seed), step->name.c_str(), setup.gemm_tflops);
     std::vector<pa::ResultRow> rows;
-    pa::TextTable t({"shape", "prefix", "step 15 us", "floor us", "step / floor", "floor TFLOPS", "% GEMM"});
+    pa::TextTable t({"shape", "prefix", "last step us", "floor us", "step / floor", "floor TFLOPS", "% GEMM"});
     for (const auto& s : sel.bench) {
         const std::string why = why_not(*step, s, info);
         if (!why.empty()) {
@@ -397,7 +399,7 @@ void run_floor(const Selection& sel, const pa::Flags& f, const pa::DeviceInfo& i
     (void)sel;
     (void)f;
     (void)failures;
-    std::printf("--floor: not built: this build's CUDA architectures do not include 90a (the floor is step 15's kernel); "
+    std::printf("--floor: not built: this build's CUDA architectures do not include 90a (the floor is the last step's kernel); "
                 "nothing measured on %s\n", info.name.c_str());
 #endif
 }
