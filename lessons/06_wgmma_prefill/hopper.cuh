@@ -94,10 +94,12 @@ __device__ __forceinline__ void wgmma_m64n128k16_ss(float (&d)[64], uint64_t des
 }
 
 // D[64 x 128] += A[64 x 16] B[16 x 128] with A in registers (4 x bf16x2 per thread, mma.sync's A
-// layout) and B from shared memory, MN-major (imm-trans-b = 1): O += P V with V [key][d], d
-// contiguous. The scale-d operand is a predicate (no immediate), hence the setp, as above.
-__device__ __forceinline__ void wgmma_m64n128k16_rs_transb(float (&d)[64], const uint32_t (&a)[4], uint64_t desc_b,
-                                                           int accumulate) {
+// layout) and B from shared memory, MN-major (TRANS_B = 1, imm-trans-b: O += P V with V [key][d], d
+// contiguous) or K-major (TRANS_B = 0: S = Q K^T with K [key][d]). The scale-d operand is a
+// predicate (no immediate), hence the setp, as above.
+template <int TRANS_B>
+__device__ __forceinline__ void wgmma_m64n128k16_rs(float (&d)[64], const uint32_t (&a)[4], uint64_t desc_b,
+                                                    int accumulate) {
     asm volatile(
         "{\n"
         ".reg .pred p;\n"
@@ -107,7 +109,7 @@ __device__ __forceinline__ void wgmma_m64n128k16_rs_transb(float (&d)[64], const
         "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, "
         "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, "
         "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63"
-        "}, {%64, %65, %66, %67}, %68, p, 1, 1, 1;\n"
+        "}, {%64, %65, %66, %67}, %68, p, 1, 1, %70;\n"
         "}\n"
         : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
           "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
@@ -117,7 +119,11 @@ __device__ __forceinline__ void wgmma_m64n128k16_rs_transb(float (&d)[64], const
           "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]),
           "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]),
           "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
-        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(accumulate));
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(accumulate), "n"(TRANS_B));
+}
+__device__ __forceinline__ void wgmma_m64n128k16_rs_transb(float (&d)[64], const uint32_t (&a)[4], uint64_t desc_b,
+                                                           int accumulate) {
+    wgmma_m64n128k16_rs<1>(d, a, desc_b, accumulate);
 }
 
 // ---- Bulk tensor copies (TMA) and the barriers they complete on ----------------------------

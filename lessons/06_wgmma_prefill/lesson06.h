@@ -1,6 +1,6 @@
 // Lesson 06's GPU side, as main.cu and the tests use it: a prefill batch on the device, the
 // ladder of steps (each with both policies), and their launchers. Compiled once in lesson06.cu
-// (steps 1-2, every architecture from sm_80) and in the sm_90a objects (steps 3-15).
+// (steps 1-2, every architecture from sm_80) and in the sm_90a objects (steps 3-16).
 //
 //   step 1  as_decode         each new token a decode of its own: lesson 03's decode (softmax), lesson 05's (gate)
 //   step 2  mma_sync          64-row query tiles on mma.sync.m16n8k16 (FlashAttention-2 style), sm_80+
@@ -17,6 +17,7 @@
 //   step 13 wgmma_lazy_rescale + the output rescaled only when a row's max rises by more than 2^8, sm_90a
 //   step 14 wgmma_diagonal_mask + the causal mask compiled only into the diagonal tiles, sm_90a
 //   step 15 wgmma_paired_stores + the output stored 8 bytes a lane, in whole 32-byte sectors, sm_90a
+//   step 16 wgmma_q_registers + each consumer's Q rows in registers, Q's buffer free for the next item, sm_90a
 //
 // Variant names are <method>_<policy>: as_decode_softmax, mma_sync_gate, wgmma_ws_softmax, ...
 #pragma once
@@ -48,11 +49,12 @@ enum class Method {
     wgmma_early_start = 12,
     wgmma_lazy_rescale = 13,
     wgmma_diagonal_mask = 14,
-    wgmma_paired_stores = 15
+    wgmma_paired_stores = 15,
+    wgmma_q_registers = 16
 };
 // The ladder's last step: what --floor measures (mma_floor.cu instantiates its kernel).
-constexpr Method kLastStep = Method::wgmma_paired_stores;
-const char* method_name(Method m);  // "as_decode", "mma_sync", "wgmma", ..., "wgmma_paired_stores"
+constexpr Method kLastStep = Method::wgmma_q_registers;
+const char* method_name(Method m);  // "as_decode", "mma_sync", "wgmma", ..., "wgmma_q_registers"
 
 // What every launcher gets. Pointers are device pointers unless said otherwise.
 struct PrefillArgs {

@@ -1,5 +1,5 @@
 // The launchers of each step, as lesson06.cu dispatches to them (internal to the lesson: main.cu
-// and the tests go through lesson06.h). Steps 3 to 15 live in the sm_90a objects and exist
+// and the tests go through lesson06.h). Steps 3 to 16 live in the sm_90a objects and exist
 // only in a build with 90a among its architectures (PA_BUILT_SM90A).
 #pragma once
 
@@ -88,6 +88,8 @@ void launch_wgmma_diagonal_mask(const PrefillArgs& a, Policy p, cudaStream_t str
 Geometry geometry_wgmma_diagonal_mask(const PrefillShape& s);
 void launch_wgmma_paired_stores(const PrefillArgs& a, Policy p, cudaStream_t stream);
 Geometry geometry_wgmma_paired_stores(const PrefillShape& s);
+void launch_wgmma_q_registers(const PrefillArgs& a, Policy p, cudaStream_t stream);
+Geometry geometry_wgmma_q_registers(const PrefillShape& s);
 #endif
 
 }  // namespace lesson06
