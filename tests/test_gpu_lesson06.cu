@@ -1,10 +1,10 @@
 // Lesson 06 (causal prefill: as decode, mma.sync, wgmma, then the pieces of FlashAttention-3 one
 // step at a time: the swizzle, TMA, a producer warp, setmaxnreg, the overlap, ping-pong, persistent
 // CTAs, the fast 2^x, the next item started early, the lazy rescale, the mask on diagonal tiles
-// only, the paired stores; softmax and gate) on the GPU, against the double-precision reference.
-// Every test is labelled `gpu`. Variants this GPU cannot run (the sm_90a steps below Hopper) and
-// those this build does not have (the gate as decode without lesson 05) are named in the output
-// (WARN), not run.
+// only, the paired stores, Q in registers; softmax and gate) on the GPU, against the
+// double-precision reference. Every test is labelled `gpu`. Variants this GPU cannot run (the
+// sm_90a steps below Hopper) and those this build does not have (the gate as decode without
+// lesson 05) are named in the output (WARN), not run.
 #include <catch2/catch_test_macros.hpp>
 
 #include <functional>
@@ -150,7 +150,7 @@ TEST_CASE("lesson06 prompts of 1 .. 300 tokens, prefixes 0 and not multiples of 
 TEST_CASE("lesson06 more work items than SMs: each persistent CTA walks several (mixed lengths and prefixes)",
           "[gpu][lesson06]") {
     // 16 heads x 25 query tiles = 400 (tile, head) items: on a 132-SM GPU every CTA of steps 10
-    // to 15 takes three or four, of different lengths, so the ring, its phases and Q's barrier
+    // to 16 takes three or four, of different lengths, so the ring, its phases and Q's barrier
     // run on across items, and the last tile of an item lands in a slot an earlier item used.
     const PrefillShape s = make_mixed_prefill_shape("persistent-items", 16, 4, {777, 1, 300, 129, 1024, 451},
                                                     {0, 5, 1000, 17, 0, 333});
