@@ -828,6 +828,41 @@ def t_lesson02_timeline(ctx, gpu, c):
                  "at steady + start-up + tail"], rows, right={2}))
 
 
+@per_gpu("lesson02_copy_rate", "lesson02_copy_rate.csv")
+def t_lesson02_copy_rate(ctx, gpu, c):
+    """Lesson 02 NOTES: what one CTA's copies read (lesson02_copy_rate.csv, `--copy-rate`): per
+    reader, one CTA's GB/s alone, and per CTA and in all at one and two CTAs per SM."""
+    rows = [r for r in c.rows if r.get("lesson") == "02" and r.get("l2") == "cold"]
+    if not rows:
+        raise TableError(f"{c.rel}: no lesson 02 rows")
+    bw = float(c.read_bw().split()[0])
+    readers, by = [], {}
+    for r in rows:
+        if r["variant"] not in readers:
+            readers.append(r["variant"])
+        ctas, per_sm = int(r["ctas"]), int(r["ctas_per_sm"])
+        by[(r["variant"], "one" if ctas == 1 else f"{per_sm}/SM")] = r
+    out = []
+    for v in readers:
+        one = by.get((v, "one"))
+        if one is None:
+            raise TableError(f"{c.rel}: no one-CTA row of {v}")
+        cells = [f"`{v}`", one["copy_bytes"], one["issuers"], f"{int(one['inflight_bytes']) // 1024}",
+                 f"{float(one['gbps_per_cta']):.1f}"]
+        for k in ("1/SM", "2/SM"):
+            r = by.get((v, k))
+            if r is None:
+                raise TableError(f"{c.rel}: no {k} row of {v}")
+            cells.append(f"{float(r['gbps_per_cta']):.1f} / {float(r['gbps']):.0f} ({100 * float(r['gbps']) / bw:.1f})")
+        out.append(cells)
+    return (
+        f"**{gpu_name(gpu)}**, data {ctx.link(c)} (streaming read {c.read_bw()}). Each CTA reads its own "
+        f"contiguous bytes (32 MiB alone, 8 MiB in a grid) into shared memory and drops them; L2-cold medians of "
+        f"seven launches. GB/s per CTA / in all (% of the streaming read).\n\n"
+        + table(["reader", "bytes a copy", "threads issuing", "in flight a CTA, KiB", "one CTA alone, GB/s",
+                 "one CTA per SM", "two CTAs per SM"], out, right={1, 2, 3, 4, 5, 6}))
+
+
 # ---------------------------------------------------------------------------------------
 # Lesson 04: pow2 padding of the split-k reduce. Its CSV has, per (variant, shape, l2), a
 # `reduce` row (the reduce alone) and a `total` row (partition kernel + reduce), so rows are

@@ -88,10 +88,11 @@ for exe in "${lessons[@]}"; do
     # too: --timeline (lesson 02: where its main kernel's time goes), --plans (lesson 04:
     # lesson 03's plans with its reduce), --sweep (lesson 03: its plans across partition sizes),
     # --floor (lesson 06: its last step beside the same kernel without the softmax's arithmetic),
-    # each into lessonNN_<mode>.csv.
-    for mode in timeline plans sweep floor; do
+    # --copy-rate (lesson 02: what one CTA's copies read, by kind of copy), each into
+    # lessonNN_<mode>.csv (dashes as underscores).
+    for mode in timeline plans sweep floor copy-rate; do
         if [ "$rc" -ne 3 ] && [ -z "$suffix" ] && "$exe" --help | grep -q -- "^--$mode"; then
-            mode_csv="plots/data/$gpu/lesson${nn}_$mode.csv"
+            mode_csv="plots/data/$gpu/lesson${nn}_${mode//-/_}.csv"
             printf '\n===== %s --%s (CSV: %s) =====\n' "$name" "$mode" "$mode_csv"
             mode_rc=0
             "$exe" "--$mode" --csv "$mode_csv" || mode_rc=$?

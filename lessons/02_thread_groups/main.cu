@@ -8,6 +8,7 @@
 //   lesson02_thread_groups --check            check only (what the sanitizer tests run)
 //   lesson02_thread_groups --bench --shape mqa-B16-ctx4k [--variant grouped_tgs8]
 //   lesson02_thread_groups --timeline [--shape llama7b-B8-ctx2k]   where step 10's time goes
+//   lesson02_thread_groups --copy-rate        what one CTA's copies read, by kind of copy
 #include <algorithm>
 #include <cstdint>
 #include <cstdio>
@@ -16,6 +17,7 @@
 #include <stdexcept>
 
 #include "ceilings.cuh"
+#include "copy_rate.h"
 #include "cuda_check.cuh"
 #include "decode_driver.cuh"
 #include "decode_reference.h"
@@ -229,6 +231,55 @@ int timeline_main(const pa::Flags& f, const std::vector<pa::DecodeShape>& shapes
     return 0;
 }
 
+// --copy-rate: CTAs that only read (copy_rate.h), one CTA alone and full grids, L2-cold.
+int copy_rate_main(const pa::Flags& f, const pa::DeviceInfo& info) {
+    const double read_bw = pa::measured_read_bandwidth_gbps(info);
+    pa::print_run_header("Lesson 02: what one CTA's copies read (--copy-rate)", info, read_bw);
+    std::string skipped;
+    const std::vector<lesson02::CopyRate> rates = lesson02::measure_copy_rates(info, &skipped);
+    std::printf("\nEach CTA reads its own contiguous bytes into shared memory and drops them; L2-cold medians of 7 launches.\n"
+                "bulk_<N>: cp.async.bulk copies of N bytes into a ring of three 32 KiB tiles, a copy per issuing thread\n"
+                "a tile (256 from 128 threads: step 11's rows; 4096 from 8: step 12's units; _one: all from one thread);\n"
+                "loads_16: 1024 threads with eight 16-byte loads each in flight.\n");
+    if (!skipped.empty()) std::printf("bulk readers: %s\n", skipped.c_str());
+    pa::TextTable t({"reader", "copy B", "threads", "in flight KiB", "CTAs", "CTA/SM", "MiB per CTA", "us", "GB/s per CTA", "GB/s",
+                     "% read BW"});
+    std::vector<pa::ResultRow> rows;
+    for (const auto& c : rates) {
+        const double bytes = static_cast<double>(c.bytes_per_cta) * c.ctas;
+        const double gbps = bytes / (c.us_median * 1e-6) / 1e9;
+        t.add_row({c.reader, std::to_string(c.copy_bytes), std::to_string(c.issuers), std::to_string(c.inflight_bytes / 1024), std::to_string(c.ctas),
+                   std::to_string(c.ctas_per_sm), std::to_string(c.bytes_per_cta >> 20), pa::strf("%.1f", c.us_median),
+                   pa::strf("%.1f", gbps / c.ctas), pa::strf("%.0f", gbps), pa::strf("%.1f", 100.0 * gbps / read_bw)});
+        pa::ResultRow r;
+        r.gpu = info.short_name;
+        r.lesson = "02";
+        r.variant = c.reader;
+        r.shape = pa::strf("read-%dctas", c.ctas);
+        r.dtype = "-";
+        r.ctx = "-";
+        r.l2 = "cold";
+        r.us_median = c.us_median;
+        r.us_min = c.us_min;
+        r.bytes = bytes;
+        r.gbps = gbps;
+        r.read_bw_gbps = read_bw;
+        r.pct_read_bw = 100.0 * gbps / read_bw;
+        r.check = "-";
+        r.set_extra("ctas", std::to_string(c.ctas));
+        r.set_extra("ctas_per_sm", std::to_string(c.ctas_per_sm));
+        r.set_extra("copy_bytes", std::to_string(c.copy_bytes));
+        r.set_extra("issuers", std::to_string(c.issuers));
+        r.set_extra("inflight_bytes", std::to_string(c.inflight_bytes));
+        r.set_extra("gbps_per_cta", pa::strf("%.2f", gbps / c.ctas));
+        rows.push_back(r);
+    }
+    std::printf("\n");
+    t.print();
+    pa::write_csv_or_exit(kProgram, f.csv, rows);
+    return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -260,6 +311,10 @@ int main(int argc, char** argv) {
                      "--timeline   where step 10 (grouped_mma_ws) spends its time on each shape (default: Table A), D 128",
                      {"--check", "--bench", "--variant"}};
     timeline.run = [reference = spec.reference](const pa::Flags& f) {
+        if (f.has("--copy-rate")) {
+            std::fprintf(stderr, "error: %s: --timeline and --copy-rate are two runs; ask for one\n", kProgram);
+            return pa::kExitBadInput;
+        }
         const std::vector<pa::DecodeShape> shapes = pa::select_shapes_or_exit(kProgram, f, pa::table_a());
         const pa::DeviceInfo info = pa::require_gpu(kProgram);
         try {
@@ -269,6 +324,19 @@ int main(int argc, char** argv) {
             return 1;
         }
     };
-    spec.modes = {timeline};
+    pa::LessonMode copy_rate;
+    copy_rate.flag = {"--copy-rate", false,
+                      "--copy-rate  what one CTA's copies read: bulk copies of a row, a unit, 16 KiB; plain loads",
+                      {"--check", "--bench", "--variant", "--shape"}};
+    copy_rate.run = [](const pa::Flags& f) {
+        const pa::DeviceInfo info = pa::require_gpu(kProgram);
+        try {
+            return copy_rate_main(f, info);
+        } catch (const std::exception& e) {
+            std::fprintf(stderr, "error: %s: %s\n", kProgram, e.what());
+            return 1;
+        }
+    };
+    spec.modes = {timeline, copy_rate};
     return pa::run_decode_lesson(argc, argv, spec);
 }
