@@ -237,20 +237,21 @@ int copy_rate_main(const pa::Flags& f, const pa::DeviceInfo& info) {
     pa::print_run_header("Lesson 02: what one CTA's copies read (--copy-rate)", info, read_bw);
     std::string skipped;
     const std::vector<lesson02::CopyRate> rates = lesson02::measure_copy_rates(info, &skipped);
-    std::printf("\nEach CTA reads its own contiguous bytes into shared memory and drops them; L2-cold medians of 7 launches.\n"
-                "bulk_<N>: cp.async.bulk copies of N bytes into a ring of three 32 KiB tiles, a copy per issuing thread\n"
-                "a tile (256 from 128 threads: step 11's rows; 4096 from 8: step 12's units; _one: all from one thread);\n"
-                "loads_16: 1024 threads with eight 16-byte loads each in flight.\n");
+    std::printf("\nEach CTA reads its own contiguous bytes into shared memory and drops them; L2-cold medians of 7\n"
+                "launches. bulk_<N>: cp.async.bulk copies of N bytes into a ring of three tiles, a copy per issuing\n"
+                "thread a tile (256 from 128 threads: step 11's rows; 4096 from 8: step 12's units; _one: all from\n"
+                "one thread); loads_16: 1024 threads with eight 16-byte loads each in flight.\n");
     if (!skipped.empty()) std::printf("bulk readers: %s\n", skipped.c_str());
-    pa::TextTable t({"reader", "copy B", "threads", "in flight KiB", "CTAs", "CTA/SM", "MiB per CTA", "us", "GB/s per CTA", "GB/s",
-                     "% read BW"});
+    pa::TextTable t({"reader", "copy B", "threads", "in flight KiB", "CTAs", "CTA/SM", "MiB per CTA", "us",
+                     "GB/s per CTA", "GB/s", "% read BW"});
     std::vector<pa::ResultRow> rows;
     for (const auto& c : rates) {
         const double bytes = static_cast<double>(c.bytes_per_cta) * c.ctas;
         const double gbps = bytes / (c.us_median * 1e-6) / 1e9;
-        t.add_row({c.reader, std::to_string(c.copy_bytes), std::to_string(c.issuers), std::to_string(c.inflight_bytes / 1024), std::to_string(c.ctas),
-                   std::to_string(c.ctas_per_sm), std::to_string(c.bytes_per_cta >> 20), pa::strf("%.1f", c.us_median),
-                   pa::strf("%.1f", gbps / c.ctas), pa::strf("%.0f", gbps), pa::strf("%.1f", 100.0 * gbps / read_bw)});
+        t.add_row({c.reader, std::to_string(c.copy_bytes), std::to_string(c.issuers),
+                   std::to_string(c.inflight_bytes / 1024), std::to_string(c.ctas), std::to_string(c.ctas_per_sm),
+                   std::to_string(c.bytes_per_cta >> 20), pa::strf("%.1f", c.us_median), pa::strf("%.1f", gbps / c.ctas),
+                   pa::strf("%.0f", gbps), pa::strf("%.1f", 100.0 * gbps / read_bw)});
         pa::ResultRow r;
         r.gpu = info.short_name;
         r.lesson = "02";
