@@ -832,9 +832,9 @@ def t_lesson02_timeline(ctx, gpu, c):
 def t_lesson02_copy_rate(ctx, gpu, c):
     """Lesson 02 NOTES: what one CTA's copies read (lesson02_copy_rate.csv, `--copy-rate`): per
     reader, one CTA's GB/s alone, and per CTA and in all at one and two CTAs per SM."""
-    rows = [r for r in c.rows if r.get("lesson") == "02" and r.get("l2") == "cold"]
+    rows = [r for r in c.rows if r.get("lesson") == "02" and r.get("l2") == "cold" and r["shape"].startswith("read-")]
     if not rows:
-        raise TableError(f"{c.rel}: no lesson 02 rows")
+        raise TableError(f"{c.rel}: no lesson 02 rows of the contiguous readers")
     bw = float(c.read_bw().split()[0])
     readers, by = [], {}
     for r in rows:
@@ -861,6 +861,51 @@ def t_lesson02_copy_rate(ctx, gpu, c):
         f"seven launches. GB/s per CTA / in all (% of the streaming read).\n\n"
         + table(["reader", "bytes a copy", "threads issuing", "in flight a CTA, KiB", "one CTA alone, GB/s",
                  "one CTA per SM", "two CTAs per SM"], out, right={1, 2, 3, 4, 5, 6}))
+
+
+COPY_ITEMS = ("items_contiguous", "items_pages16", "items_pages16_pad16", "items_loads_pages16")
+
+
+@per_gpu("lesson02_copy_items", "lesson02_copy_rate.csv")
+def t_lesson02_copy_items(ctx, gpu, c):
+    """Lesson 02 NOTES: step 12's copies without its math on the big Table A shapes (the item rows of
+    lesson02_copy_rate.csv), beside step 12 itself (lesson02.csv) and cuDNN SDPA (peers_sdpa.csv),
+    each from its own run on the same GPU kind."""
+    rows = [r for r in c.rows if r.get("lesson") == "02" and r.get("l2") == "cold" and r["variant"] in COPY_ITEMS]
+    if not rows:
+        raise TableError(f"{c.rel}: no item-reader rows")
+    by, shapes = {}, []
+    for r in rows:
+        if r["shape"] not in shapes:
+            shapes.append(r["shape"])
+        by[(r["variant"], r["shape"])] = r
+    have = lambda name: (ctx.data.dir / gpu / name).is_file()
+    l2 = ctx.data.get(gpu, "lesson02.csv") if have("lesson02.csv") else None
+    peers = ctx.data.get(gpu, "peers_sdpa.csv") if have("peers_sdpa.csv") else None
+
+    def cell(r):
+        return f"{us1(r['us_median'])} ({float(r['pct_read_bw']):.1f})" if r else "-"
+
+    out = []
+    for shape in shapes:
+        first = next(r for r in rows if r["shape"] == shape)
+        cells = [shape, f"{first['ctas']} ({first['ctas_per_sm']})"]
+        for v in COPY_ITEMS:
+            cells.append(cell(by.get((v, shape))))
+        cells.append(cell(l2.find("02", "grouped_mma_units", shape) if l2 else None))
+        cells.append(cell(peers.find("peer", "sdpa_cudnn", shape) if peers else None))
+        out.append(cells)
+    src = "; ".join(f"{what} from {ctx.link(x)} ({x.read_bw()})" for what, x in
+                    (("step 12", l2), ("cuDNN SDPA", peers)) if x is not None)
+    return (
+        f"**{gpu_name(gpu)}**, data {ctx.link(c)} (streaming read {c.read_bw()}); {src}, each its own run. "
+        f"L2-cold medians, us (% of that run's streaming read). The readers copy each (sequence, KV head)'s K and V "
+        f"in 128-token tiles, K and V in turn, into a ring of three tiles and drop them: a 4 KiB unit per thread "
+        f"from 8 threads, 128-byte aligned, from contiguous K and V or from pages of 16 tokens; the same with the "
+        f"units 16 bytes apart modulo 128 (step 12's layout); the same pages in 16-byte `cp.async` from 128 "
+        f"threads. cuDNN reads contiguous K and V.\n\n"
+        + table(["shape", "CTAs (per SM)", "contiguous", "pages", "pages, step 12's layout", "pages, `cp.async`",
+                 "step 12", "cuDNN SDPA"], out, right={1, 2, 3, 4, 5, 6, 7}))
 
 
 # ---------------------------------------------------------------------------------------

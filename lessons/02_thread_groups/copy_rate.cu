@@ -1,5 +1,6 @@
-// Lesson 02's `--copy-rate` (copy_rate.h): CTAs that only read. Each CTA reads its own
-// contiguous region into shared memory and throws it away:
+// Lesson 02's `--copy-rate` (copy_rate.h): CTAs that only read into shared memory and throw
+// the bytes away.
+// Contiguous readers, each CTA its own region:
 //  * bulk_<N>: cp.async.bulk copies of N bytes into a ring of three tiles, each tile one copy
 //    from each issuing thread, as steps 11 and 12's producers issue them: 256 bytes from 128
 //    threads is step 11 (a row of D 128 each), 4096 from 8 threads step 12 (a 16-token unit
@@ -9,17 +10,29 @@
 //    instructions on them (lesson 05's gather floor reads this way). Any GPU.
 // The question is the rate of one CTA, where the whole GPU's streaming rate does not bind
 // (one CTA), and how that adds up over a full grid (one and two CTAs per SM).
+// Item readers: step 12's grid and copies on a Table A shape's K and V, without its math:
+// one CTA per (sequence, KV head), its tiles of 128 tokens K, V, K, V, ..., 8 threads each
+// copying one 4 KiB unit of a tile (sm_90), from contiguous K and V or from pages of 16 tokens,
+// into units 128-byte aligned or, as step 12 lays them out, 16 bytes apart modulo 128; and the
+// same pages read the sm_80 way, 16-byte cp.async from 128 threads (any GPU).
 #include "copy_rate.h"
 
 #include <cuda_runtime.h>
 
 #include <algorithm>
 #include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <optional>
 
 #include "cuda_check.cuh"
 #include "device_buffer.cuh"
+#include "device_math.cuh"
 #include "launch_utils.cuh"
 #include "mbarrier.cuh"
+#include "paged_cache.h"
+#include "shapes.h"
+#include "timer.cuh"
 
 namespace lesson02 {
 
@@ -87,30 +100,122 @@ __global__ void __launch_bounds__(kLoadThreads) load_reader_kernel(const uint4* 
     if (x == 0x9e3779b9u) *sink = x;
 }
 
-// Median and minimum of `reps` launches, each after a write of `flush` (twice the L2) so
-// that nothing read is in L2; the write itself is outside the events.
+constexpr int kWarmup = 2, kIters = 7;
+
+// Median and minimum of kIters launches (pa::time_kernel), L2-cold: launch(c) reads copy c of
+// its bytes, and there are enough copies that each launch finds its own out of the L2.
 template <class Launch>
-void time_launches(Launch launch, pa::DeviceBuffer<unsigned char>& flush, CopyRate& r) {
-    constexpr int kReps = 7;
-    cudaEvent_t e0, e1;
-    CUDA_CHECK(cudaEventCreate(&e0));
-    CUDA_CHECK(cudaEventCreate(&e1));
-    std::vector<double> us;
-    for (int i = 0; i < kReps + 1; ++i) {  // the first launch is a warm-up
-        CUDA_CHECK(cudaMemsetAsync(flush.get(), i, flush.size()));
-        CUDA_CHECK(cudaEventRecord(e0));
-        launch();
-        CUDA_CHECK(cudaEventRecord(e1));
-        CUDA_CHECK(cudaEventSynchronize(e1));
-        float ms = 0;
-        CUDA_CHECK(cudaEventElapsedTime(&ms, e0, e1));
-        if (i > 0) us.push_back(ms * 1e3);
+void time_cold(Launch launch, int copies, CopyRate& r) {
+    const pa::Timing t = pa::time_kernel(launch, copies, kWarmup, kIters);
+    r.us_median = t.us_median;
+    r.us_min = t.us_min;
+}
+
+// Copies of `bytes` a launch that L2-cold timing rotates through: one where a launch reads
+// more than twice the L2 already (the next launch's first bytes are long gone).
+int copies_for(long long bytes, const pa::DeviceInfo& info) {
+    return bytes > 2 * info.l2_bytes ? 1 : pa::cold_copies(bytes, info.l2_bytes);
+}
+
+constexpr int kUnitBytes = 4096;  // 16 tokens x D 128 x 2 bytes: one KV head's page
+constexpr int kTilePages = 8;     // 128 tokens a tile, step 12's
+constexpr int kItemThreads = 64;  // warp 0: the 8 issuing threads; thread 32: the consumer
+
+constexpr int kPaddedUnit = kUnitBytes + 16;  // step 12's UnitTile: units 16 bytes apart modulo 128
+constexpr int kPaddedSlot = 34816;            // step 12's ring slot at D 128: 128 rows of 136 elements
+
+// Grid (Hkv, B): CTA (h, b) reads K and V of KV head h of sequence b, `pages` units each, tile
+// by tile, K tile t then V tile t. Unit p of the item is at (table[b][p] * Hkv + h) units into
+// its pool (pages of 16 tokens, [blocks, Hkv, 16, D]) or, with no table, at ((b * Hkv + h) *
+// pages + p) units ([B, Hkv, ctx, D]). Thread i < 8 copies unit i of each tile to UNIT_STRIDE
+// bytes times i into the tile's slot, reading its page id just before, as step 12's producers do.
+template <int UNIT_STRIDE>
+__global__ void __launch_bounds__(kItemThreads) item_reader_kernel(const unsigned char* __restrict__ k,
+                                                                   const unsigned char* __restrict__ v,
+                                                                   const int* __restrict__ table, int max_blocks,
+                                                                   int pages, unsigned* __restrict__ sink) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900  // cp.async.bulk: sm_90 (the host leaves other GPUs out)
+    constexpr int kTiles = 3;
+    constexpr int kTileBytes = UNIT_STRIDE == kUnitBytes ? kUnitBytes * kTilePages : kPaddedSlot;
+    extern __shared__ __align__(128) unsigned char ring[];
+    __shared__ uint64_t full[kTiles], empty[kTiles];
+    if (threadIdx.x == 0)
+        for (int i = 0; i < kTiles; ++i) {
+            pa::mbarrier_init(&full[i], kTilePages);
+            pa::mbarrier_init(&empty[i], 1);
+        }
+    __syncthreads();
+    const int head = blockIdx.x, hkv = gridDim.x, seq = blockIdx.y;
+    const int n = 2 * (pages / kTilePages);  // K0 V0 K1 V1 ...
+    if (threadIdx.x < kTilePages) {
+        for (int s = 0; s < n; ++s) {
+            const int slot = s % kTiles;
+            if (s >= kTiles) pa::mbarrier_wait(&empty[slot], (s / kTiles + 1) & 1);
+            const int p = (s / 2) * kTilePages + threadIdx.x;
+            const long long unit = table ? static_cast<long long>(table[static_cast<long long>(seq) * max_blocks + p]) * hkv + head
+                                         : (static_cast<long long>(seq) * hkv + head) * pages + p;
+            pa::mbarrier_arrive_expect_tx(&full[slot], kUnitBytes);
+            pa::bulk_copy_to_shared(ring + slot * kTileBytes + threadIdx.x * UNIT_STRIDE, (s & 1 ? v : k) + unit * kUnitBytes,
+                                    kUnitBytes, &full[slot]);
+        }
+    } else if (threadIdx.x == 32) {
+        unsigned x = 0;
+        for (int s = 0; s < n; ++s) {
+            const int slot = s % kTiles;
+            pa::mbarrier_wait(&full[slot], (s / kTiles) & 1);
+            x ^= *reinterpret_cast<const unsigned*>(ring + slot * kTileBytes);
+            pa::mbarrier_arrive(&empty[slot]);
+        }
+        if (x == 0x9e3779b9u) *sink = x;  // never true for the zeros read; keeps the reads
     }
-    CUDA_CHECK(cudaEventDestroy(e0));
-    CUDA_CHECK(cudaEventDestroy(e1));
-    std::sort(us.begin(), us.end());
-    r.us_median = us[us.size() / 2];
-    r.us_min = us.front();
+#else
+    __trap();
+#endif
+}
+
+constexpr int kLoadItemThreads = 128;  // cuDNN's decode CTA (lesson 04's NOTES, "Against cuDNN")
+
+// The same items, tiles and ring as item_reader_kernel, read the sm_80 way: every thread
+// copies 16 of each tile's 2048 16-byte pieces with cp.async (two of each unit, whose page id
+// it reads first), tile s + 2 issued as soon as every thread is past tile s - 1. Any GPU.
+__global__ void __launch_bounds__(kLoadItemThreads) item_loads_kernel(const unsigned char* __restrict__ k,
+                                                                      const unsigned char* __restrict__ v,
+                                                                      const int* __restrict__ table, int max_blocks,
+                                                                      int pages, unsigned* __restrict__ sink) {
+    constexpr int kTiles = 3;
+    constexpr int kTileBytes = kUnitBytes * kTilePages;
+    constexpr int kPieces = kUnitBytes / 16 / kLoadItemThreads;  // a thread's pieces of a unit: 2
+    extern __shared__ __align__(128) unsigned char ring[];
+    const int head = blockIdx.x, hkv = gridDim.x, seq = blockIdx.y;
+    const int n = 2 * (pages / kTilePages);  // K0 V0 K1 V1 ...
+    auto issue = [&](int s) {
+        if (s < n) {
+            unsigned char* slot = ring + (s % kTiles) * kTileBytes;
+#pragma unroll
+            for (int u = 0; u < kTilePages; ++u) {
+                const int p = (s / 2) * kTilePages + u;
+                const long long unit = table ? static_cast<long long>(table[static_cast<long long>(seq) * max_blocks + p]) * hkv + head
+                                             : (static_cast<long long>(seq) * hkv + head) * pages + p;
+                const unsigned char* src = (s & 1 ? v : k) + unit * kUnitBytes;
+#pragma unroll
+                for (int i = 0; i < kPieces; ++i) {
+                    const int at = (i * kLoadItemThreads + threadIdx.x) * 16;
+                    pa::cp_async16(slot + u * kUnitBytes + at, src + at);
+                }
+            }
+        }
+        pa::cp_async_commit();  // an empty group past the end keeps the count
+    };
+    issue(0);
+    issue(1);
+    unsigned x = 0;
+    for (int s = 0; s < n; ++s) {
+        pa::cp_async_wait<1>();  // this thread's pieces of tile s have landed
+        __syncthreads();         // everyone's have, and everyone is done with tile s - 1
+        x ^= *reinterpret_cast<const unsigned*>(ring + (s % kTiles) * kTileBytes + threadIdx.x * 16);
+        issue(s + 2);            // into tile s - 1's slot
+    }
+    if (x == 0x9e3779b9u) *sink = x;  // never true for the zeros read; keeps the reads
 }
 
 }  // namespace
@@ -121,8 +226,12 @@ std::vector<CopyRate> measure_copy_rates(const pa::DeviceInfo& info, std::string
     if (skipped) *skipped = bulk_why;
     constexpr long long kLoneBytes = 32LL << 20, kGridBytes = 8LL << 20;  // per CTA
     const int grids[] = {1, info.sms, 2 * info.sms};
-    const long long total = std::max(kLoneBytes, 2LL * info.sms * kGridBytes);
-    pa::DeviceBuffer<unsigned char> data(static_cast<size_t>(total)), flush(static_cast<size_t>(2 * info.l2_bytes));
+    long long total = 0;
+    for (const int ctas : grids) {
+        const long long launch = ctas * (ctas == 1 ? kLoneBytes : kGridBytes);
+        total = std::max(total, launch * copies_for(launch, info));
+    }
+    pa::DeviceBuffer<unsigned char> data(static_cast<size_t>(total));
     pa::DeviceBuffer<unsigned> sink(1);
     data.fill_bytes(0);
     // A ring of 3 tiles of a copy per issuing thread: 32 KiB each (96 KiB in flight, step 12's
@@ -139,26 +248,93 @@ std::vector<CopyRate> measure_copy_rates(const pa::DeviceInfo& info, std::string
     std::vector<CopyRate> out;
     for (const int ctas : grids) {
         const long long per_cta = ctas == 1 ? kLoneBytes : kGridBytes;
+        const long long launch_bytes = per_cta * ctas;
+        const int copies = copies_for(launch_bytes, info);
         const int per_sm = ctas <= info.sms ? 1 : 2;
+        const std::string shape = "read-" + std::to_string(ctas) + "ctas";
         if (bulk_why.empty()) {
             for (const Bulk& b : bulks) {
                 const int smem = b.copy_bytes * b.issuers * kTiles;
-                CopyRate r{b.name, b.copy_bytes, b.issuers, smem, ctas, per_sm, per_cta};
+                CopyRate r{b.name, shape, b.copy_bytes, b.issuers, smem, ctas, per_sm, per_cta};
                 CUDA_CHECK(cudaFuncSetAttribute(bulk_reader_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
-                time_launches([&] {
-                    bulk_reader_kernel<<<ctas, kMaxIssuers + 32, smem>>>(data.get(), per_cta, b.copy_bytes, b.issuers, kTiles,
-                                                                        sink.get());
+                time_cold([&](int c) {
+                    bulk_reader_kernel<<<ctas, kMaxIssuers + 32, smem>>>(data.get() + c * launch_bytes, per_cta, b.copy_bytes,
+                                                                        b.issuers, kTiles, sink.get());
                     CUDA_CHECK_LAUNCH();
-                }, flush, r);
+                }, copies, r);
                 out.push_back(r);
             }
         }
-        CopyRate r{"loads_16", 16, kLoadThreads, kLoadThreads * kLoadsInFlight * 16, ctas, per_sm, per_cta};
-        time_launches([&] {
-            load_reader_kernel<<<ctas, kLoadThreads>>>(reinterpret_cast<const uint4*>(data.get()), per_cta / 16, sink.get());
+        CopyRate r{"loads_16", shape, 16, kLoadThreads, kLoadThreads * kLoadsInFlight * 16, ctas, per_sm, per_cta};
+        time_cold([&](int c) {
+            load_reader_kernel<<<ctas, kLoadThreads>>>(reinterpret_cast<const uint4*>(data.get() + c * launch_bytes),
+                                                       per_cta / 16, sink.get());
             CUDA_CHECK_LAUNCH();
-        }, flush, r);
+        }, copies, r);
         out.push_back(r);
+    }
+    return out;
+}
+
+std::vector<CopyRate> measure_item_reads(const pa::DeviceInfo& info, const std::vector<std::string>& shapes,
+                                         std::string* skipped) {
+    const std::string why = pa::sm90_code_why_not(reinterpret_cast<const void*>(item_reader_kernel<kUnitBytes>), info,
+                                                  "the bulk item readers use cp.async.bulk", "left out");
+    if (skipped) *skipped = why;
+    struct Item {
+        const char* name;
+        const void* kernel;  // nullptr: the cp.async reader
+        bool paged;
+        int smem;
+    };
+    const Item items[] = {
+        {"items_contiguous", reinterpret_cast<const void*>(item_reader_kernel<kUnitBytes>), false, 3 * kTilePages * kUnitBytes},
+        {"items_pages16", reinterpret_cast<const void*>(item_reader_kernel<kUnitBytes>), true, 3 * kTilePages * kUnitBytes},
+        {"items_pages16_pad16", reinterpret_cast<const void*>(item_reader_kernel<kPaddedUnit>), true, 3 * kPaddedSlot},
+        {"items_loads_pages16", nullptr, true, 3 * kTilePages * kUnitBytes}};
+    std::vector<CopyRate> out;
+    pa::DeviceBuffer<unsigned> sink(1);
+    for (const std::string& name : shapes) {
+        const std::optional<pa::DecodeShape> s = pa::find_shape(name);
+        const int ctx = s ? s->max_ctx() : 0;
+        // The readers copy whole tiles of 4 KiB units: D 128 at 2 bytes, pages of 16, one length.
+        if (!s || s->D * 2 * s->block_size != kUnitBytes || ctx % (kTilePages * s->block_size) != 0 ||
+            std::any_of(s->ctx.begin(), s->ctx.end(), [&](int c) { return c != ctx; })) {
+            std::fprintf(stderr, "error: the item readers take Table A shapes of one length, a multiple of 128: %s\n",
+                         name.c_str());
+            std::exit(2);
+        }
+        const int pages = ctx / s->block_size;
+        const pa::BlockTable bt = pa::build_block_table(s->ctx, s->block_size, 1, 0x5eedULL);
+        const pa::DeviceBuffer<int> table(bt.table);
+        const long long pool = static_cast<long long>(bt.num_blocks) * s->Hkv * kUnitBytes;  // >= the contiguous K
+        const int copies = copies_for(2 * pool, info);
+        pa::DeviceBuffer<unsigned char> k(static_cast<size_t>(pool * copies)), v(static_cast<size_t>(pool * copies));
+        k.fill_bytes(0);
+        v.fill_bytes(0);
+        const dim3 grid(s->Hkv, s->B);
+        const int ctas = s->Hkv * s->B;
+        const long long per_cta = 2LL * pages * kUnitBytes;
+        for (const Item& it : items) {
+            const bool bulk = it.kernel != nullptr;
+            if (bulk && !why.empty()) continue;
+            const void* kernel = bulk ? it.kernel : reinterpret_cast<const void*>(item_loads_kernel);
+            const int threads = bulk ? kItemThreads : kLoadItemThreads;
+            CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, it.smem));
+            const int per_sm = pa::resident_ctas_per_sm(kernel, threads, it.smem);
+            CopyRate r{it.name, name, bulk ? kUnitBytes : 16, bulk ? kTilePages : kLoadItemThreads, it.smem, ctas,
+                       std::min(per_sm, (ctas + info.sms - 1) / info.sms), per_cta};
+            time_cold([&](int c) {
+                const unsigned char* kc = k.get() + c * pool;
+                const unsigned char* vc = v.get() + c * pool;
+                const int* t = it.paged ? table.get() : nullptr;
+                int max_blocks = bt.max_blocks_per_seq, n = pages;
+                unsigned* out_word = sink.get();
+                void* args[] = {&kc, &vc, &t, &max_blocks, &n, &out_word};
+                CUDA_CHECK(cudaLaunchKernel(kernel, grid, dim3(threads), args, static_cast<size_t>(it.smem), nullptr));
+            }, copies, r);
+            out.push_back(r);
+        }
     }
     return out;
 }

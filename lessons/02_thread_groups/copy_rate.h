@@ -11,18 +11,30 @@
 namespace lesson02 {
 
 // One measured reader: `copy_bytes` per copy from `issuers` threads, `inflight_bytes` per CTA
-// at most, `ctas` CTAs each reading its own `bytes_per_cta` (contiguous, L2-cold), median and
-// minimum of the launches' times.
+// at most, `ctas` CTAs each reading `bytes_per_cta` (L2-cold), median and minimum of the
+// launches' times. `shape` is "read-<ctas>ctas" for the contiguous readers, or the Table A
+// shape whose K and V bytes an item reader reads.
 struct CopyRate {
-    std::string reader;  // "bulk_256", "bulk_4096", "bulk_4096_one", "bulk_16384", "loads_16"
+    std::string reader;  // "bulk_256", "bulk_4096", "bulk_4096_one", "bulk_16384", "loads_16",
+                         // "items_contiguous", "items_pages16"
+    std::string shape;
     int copy_bytes = 0, issuers = 0;  // bytes a copy; threads issuing them
     int inflight_bytes = 0, ctas = 0, ctas_per_sm = 0;
     long long bytes_per_cta = 0;
     double us_median = 0, us_min = 0;
 };
 
-// Every reader at one CTA, one CTA per SM and two CTAs per SM. The bulk copies need sm_90
-// code: elsewhere they are left out and `skipped` says why in one line.
+// Every contiguous reader at one CTA, one CTA per SM and two CTAs per SM. The bulk copies
+// need sm_90 code: elsewhere they are left out and `skipped` says why in one line.
 std::vector<CopyRate> measure_copy_rates(const pa::DeviceInfo& info, std::string* skipped);
+
+// The single pass's bytes without its math: for each of `shapes` (Table A names), one CTA
+// per (sequence, KV head) reading its K and V tiles, 128 tokens a tile, K and V in turn, as
+// step 12's producers copy them (a 4 KiB unit a thread, a ring of three tiles), from K and V
+// laid out contiguously ([B, Hkv, ctx, D]: "items_contiguous") and from the lessons' pools of
+// 16-token pages in a shuffled block table ("items_pages16"). sm_90 (as the bulk readers):
+// elsewhere nothing, and `skipped` says why.
+std::vector<CopyRate> measure_item_reads(const pa::DeviceInfo& info, const std::vector<std::string>& shapes,
+                                         std::string* skipped);
 
 }  // namespace lesson02

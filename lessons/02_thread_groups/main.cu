@@ -13,6 +13,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <optional>
 #include <set>
 #include <stdexcept>
 
@@ -24,6 +25,7 @@
 #include "device_buffer.cuh"
 #include "lesson02.h"
 #include "naive_decode.h"
+#include "shapes.h"
 #include "timeline.h"
 
 namespace {
@@ -231,52 +233,88 @@ int timeline_main(const pa::Flags& f, const std::vector<pa::DecodeShape>& shapes
     return 0;
 }
 
-// --copy-rate: CTAs that only read (copy_rate.h), one CTA alone and full grids, L2-cold.
+// One --copy-rate row: GB/s in all and per CTA, % of the streaming read.
+pa::ResultRow copy_rate_row(const lesson02::CopyRate& c, const pa::DeviceInfo& info, double read_bw) {
+    const double bytes = static_cast<double>(c.bytes_per_cta) * c.ctas;
+    const double gbps = bytes / (c.us_median * 1e-6) / 1e9;
+    pa::ResultRow r;
+    r.gpu = info.short_name;
+    r.lesson = "02";
+    r.variant = c.reader;
+    r.shape = c.shape;
+    r.dtype = "-";
+    r.ctx = "-";
+    if (const std::optional<pa::DecodeShape> s = pa::find_shape(c.shape)) {
+        r.dtype = pa::dtype_name(s->dtype);
+        r.B = s->B;
+        r.H = s->H;
+        r.Hkv = s->Hkv;
+        r.D = s->D;
+        r.ctx = std::to_string(s->max_ctx());
+        r.block_size = c.reader.find("pages16") != std::string::npos ? s->block_size : 0;
+    }
+    r.l2 = "cold";
+    r.us_median = c.us_median;
+    r.us_min = c.us_min;
+    r.bytes = bytes;
+    r.gbps = gbps;
+    r.read_bw_gbps = read_bw;
+    r.pct_read_bw = 100.0 * gbps / read_bw;
+    r.check = "-";
+    r.set_extra("ctas", std::to_string(c.ctas));
+    r.set_extra("ctas_per_sm", std::to_string(c.ctas_per_sm));
+    r.set_extra("copy_bytes", std::to_string(c.copy_bytes));
+    r.set_extra("issuers", std::to_string(c.issuers));
+    r.set_extra("inflight_bytes", std::to_string(c.inflight_bytes));
+    r.set_extra("gbps_per_cta", pa::strf("%.2f", gbps / c.ctas));
+    return r;
+}
+
+// --copy-rate: CTAs that only read (copy_rate.h), L2-cold: contiguous readers alone and in full
+// grids, then step 12's copies on the big Table A shapes' K and V, contiguous and paged.
 int copy_rate_main(const pa::Flags& f, const pa::DeviceInfo& info) {
     const double read_bw = pa::measured_read_bandwidth_gbps(info);
     pa::print_run_header("Lesson 02: what one CTA's copies read (--copy-rate)", info, read_bw);
-    std::string skipped;
+    std::string skipped, items_skipped;
     const std::vector<lesson02::CopyRate> rates = lesson02::measure_copy_rates(info, &skipped);
+    const std::vector<lesson02::CopyRate> items =
+        lesson02::measure_item_reads(info, {"llama7b-B8-ctx2k", "llama7b-B32-ctx1k", "llama70b-B16-ctx8k"}, &items_skipped);
     std::printf("\nEach CTA reads its own contiguous bytes into shared memory and drops them; L2-cold medians of 7\n"
                 "launches. bulk_<N>: cp.async.bulk copies of N bytes into a ring of three tiles, a copy per issuing\n"
                 "thread a tile (256 from 128 threads: step 11's rows; 4096 from 8: step 12's units; _one: all from\n"
                 "one thread); loads_16: 1024 threads with eight 16-byte loads each in flight.\n");
     if (!skipped.empty()) std::printf("bulk readers: %s\n", skipped.c_str());
+    std::vector<pa::ResultRow> rows;
     pa::TextTable t({"reader", "copy B", "threads", "in flight KiB", "CTAs", "CTA/SM", "MiB per CTA", "us",
                      "GB/s per CTA", "GB/s", "% read BW"});
-    std::vector<pa::ResultRow> rows;
     for (const auto& c : rates) {
-        const double bytes = static_cast<double>(c.bytes_per_cta) * c.ctas;
-        const double gbps = bytes / (c.us_median * 1e-6) / 1e9;
+        const pa::ResultRow r = copy_rate_row(c, info, read_bw);
         t.add_row({c.reader, std::to_string(c.copy_bytes), std::to_string(c.issuers),
                    std::to_string(c.inflight_bytes / 1024), std::to_string(c.ctas), std::to_string(c.ctas_per_sm),
-                   std::to_string(c.bytes_per_cta >> 20), pa::strf("%.1f", c.us_median), pa::strf("%.1f", gbps / c.ctas),
-                   pa::strf("%.0f", gbps), pa::strf("%.1f", 100.0 * gbps / read_bw)});
-        pa::ResultRow r;
-        r.gpu = info.short_name;
-        r.lesson = "02";
-        r.variant = c.reader;
-        r.shape = pa::strf("read-%dctas", c.ctas);
-        r.dtype = "-";
-        r.ctx = "-";
-        r.l2 = "cold";
-        r.us_median = c.us_median;
-        r.us_min = c.us_min;
-        r.bytes = bytes;
-        r.gbps = gbps;
-        r.read_bw_gbps = read_bw;
-        r.pct_read_bw = 100.0 * gbps / read_bw;
-        r.check = "-";
-        r.set_extra("ctas", std::to_string(c.ctas));
-        r.set_extra("ctas_per_sm", std::to_string(c.ctas_per_sm));
-        r.set_extra("copy_bytes", std::to_string(c.copy_bytes));
-        r.set_extra("issuers", std::to_string(c.issuers));
-        r.set_extra("inflight_bytes", std::to_string(c.inflight_bytes));
-        r.set_extra("gbps_per_cta", pa::strf("%.2f", gbps / c.ctas));
+                   std::to_string(c.bytes_per_cta >> 20), pa::strf("%.1f", c.us_median),
+                   pa::strf("%.1f", *r.gbps / c.ctas), pa::strf("%.0f", *r.gbps), pa::strf("%.1f", *r.pct_read_bw)});
         rows.push_back(r);
     }
     std::printf("\n");
     t.print();
+    std::printf("\nStep 12's copies without its math: a CTA per (sequence, KV head), 128-token tiles of K and V in\n"
+                "turn into a ring of three tiles. items_contiguous, items_pages16: a 4 KiB unit per thread from 8\n"
+                "threads, K and V contiguous ([B, Hkv, ctx, D]) or in pages of 16 tokens under a shuffled block\n"
+                "table, units 128-byte aligned; _pad16: units 16 bytes apart modulo 128, as step 12 lays them out;\n"
+                "items_loads_pages16: the same pages in 16-byte cp.async from 128 threads.\n");
+    if (!items_skipped.empty()) std::printf("item readers: %s\n", items_skipped.c_str());
+    pa::TextTable ti({"shape", "layout", "CTAs", "CTA/SM", "KiB per CTA", "us", "GB/s", "% read BW"});
+    for (const auto& c : items) {
+        const pa::ResultRow r = copy_rate_row(c, info, read_bw);
+        ti.add_row({c.shape, c.reader, std::to_string(c.ctas), std::to_string(c.ctas_per_sm),
+                    std::to_string(c.bytes_per_cta >> 10), pa::strf("%.1f", c.us_median), pa::strf("%.0f", *r.gbps),
+                    pa::strf("%.1f", *r.pct_read_bw)});
+        rows.push_back(r);
+    }
+    if (!ti.empty()) {
+        std::printf("\n");
+        ti.print();
+    }
     pa::write_csv_or_exit(kProgram, f.csv, rows);
     return 0;
 }
