@@ -8,7 +8,7 @@
 //   lesson02_thread_groups --check            check only (what the sanitizer tests run)
 //   lesson02_thread_groups --bench --shape mqa-B16-ctx4k [--variant grouped_tgs8]
 //   lesson02_thread_groups --timeline [--shape llama7b-B8-ctx2k]   where step 10's time goes
-//   lesson02_thread_groups --copy-rate        what one CTA's copies read, by kind of copy
+//   lesson02_thread_groups --copy-rate        what one CTA's copies read, by kind of copy and layout
 #include <algorithm>
 #include <cstdint>
 #include <cstdio>
@@ -365,7 +365,8 @@ int main(int argc, char** argv) {
     };
     pa::LessonMode copy_rate;
     copy_rate.flag = {"--copy-rate", false,
-                      "--copy-rate  what one CTA's copies read: bulk copies of a row, a unit, 16 KiB; plain loads",
+                      "--copy-rate  what one CTA's copies read: bulk copies of a row, a unit, 16 KiB; plain loads;\n"
+                      "             step 12's own bytes",
                       {"--check", "--bench", "--variant", "--shape"}};
     copy_rate.run = [](const pa::Flags& f) {
         const pa::DeviceInfo info = pa::require_gpu(kProgram);
