@@ -197,6 +197,10 @@ class Data:
             self.cache[key] = c
         return self.cache[key]
 
+    def get_if_any(self, gpu, filename):
+        """That GPU's `filename` (as get), or None when the folder has none (a peer run, another mode)."""
+        return self.get(gpu, filename) if (self.dir / gpu / filename).is_file() else None
+
     def gpus_or_error(self, filename):
         gpus = self.gpus(filename)
         if not gpus:
@@ -879,9 +883,8 @@ def t_lesson02_copy_items(ctx, gpu, c):
         if r["shape"] not in shapes:
             shapes.append(r["shape"])
         by[(r["variant"], r["shape"])] = r
-    have = lambda name: (ctx.data.dir / gpu / name).is_file()
-    l2 = ctx.data.get(gpu, "lesson02.csv") if have("lesson02.csv") else None
-    peers = ctx.data.get(gpu, "peers_sdpa.csv") if have("peers_sdpa.csv") else None
+    l2 = ctx.data.get_if_any(gpu, "lesson02.csv")
+    peers = ctx.data.get_if_any(gpu, "peers_sdpa.csv")
 
     def cell(r):
         return f"{us1(r['us_median'])} ({float(r['pct_read_bw']):.1f})" if r else "-"
@@ -1001,8 +1004,7 @@ def t_lesson04_plans(ctx, gpu, c):
     --plans run), L2-cold, on Table A, Table B and the long shapes: lesson 03's auto and this
     lesson's auto measured in one run, the best fixed partition size under pow2_lanes, and
     FlashInfer's faster decode from peers_flashinfer.csv (another run) where the GPU has one."""
-    peers = (ctx.data.get(gpu, "peers_flashinfer.csv") if (ctx.data.dir / gpu / "peers_flashinfer.csv").is_file()
-             else None)
+    peers = ctx.data.get_if_any(gpu, "peers_flashinfer.csv")
     rows, right, near, counted_a = [], 0, 0, 0
     shapes = TABLE_A + TABLE_B + LONG_SHAPES
     for s in shapes:
@@ -1372,7 +1374,7 @@ def t_lesson06_floor(ctx, gpu, c):
     run) where it has the shape."""
     l6 = Lesson06FloorCsv(c)
     step = f"{LESSON06_METHODS[-1]}_softmax"
-    peers = ctx.data.get(gpu, "peers_sdpa.csv") if (ctx.data.dir / gpu / "peers_sdpa.csv").is_file() else None
+    peers = ctx.data.get_if_any(gpu, "peers_sdpa.csv")
     rows = []
     for shape, prefix in LESSON06_SHAPES:
         step_us, f = l6.us(step, shape, prefix), l6.row("mma_floor", shape, prefix)
