@@ -119,6 +119,17 @@ __device__ __forceinline__ void fence_proxy_async_shared() {
 #endif
 }
 
+// A consumer thread is done with a ring slot: its arrival on the slot's `empty` barrier. When
+// bulk copies refill the slot (BULK_COPIES), its reads and writes of the slot's bytes are the
+// generic proxy's, the next copy into the slot is the copy engine's write, and the mbarrier
+// orders threads, not proxies: so first a proxy fence. With cp.async (the generic proxy, as
+// the thread's own accesses) the arrival alone does.
+template <bool BULK_COPIES = true>
+__device__ __forceinline__ void release_slot(uint64_t* empty) {
+    if constexpr (BULK_COPIES) fence_proxy_async_shared();
+    mbarrier_arrive(empty);
+}
+
 // Programmatic dependent launch (sm_90): this CTA no longer holds back the launch of the
 // kernel queued behind it with cudaLaunchAttributeProgrammaticStreamSerialization. That
 // kernel still waits (griddepcontrol.wait) for this grid to complete before it reads what

@@ -123,7 +123,8 @@ LESSON01_POST_SHAPES = ("llama7b-B1-ctx1k", "llama70b-B4-ctx2k", "mqa-B16-ctx4k"
 # (3-5, 7, 8) are in the ladder table (lesson02_ladder_steps).
 LESSON02_STEPS = [("1", "thread_groups", True), ("2", "wide_loads", True), ("6", "per_head", True),
                   ("6", "grouped", True), ("9", "grouped_mma", False), ("10", "grouped_mma_ws", False),
-                  ("11", "grouped_mma_bulk", False), ("12", "grouped_mma_units", False)]
+                  ("11", "grouped_mma_bulk", False), ("12", "grouped_mma_units", False),
+                  ("13", "grouped_mma_aligned", False)]
 
 # Lesson 03: every split-k variant of lesson03_sweep.csv, the published rules (auto row's columns),
 # the ladder's steps (lesson03.csv) and the fixed partition sizes.

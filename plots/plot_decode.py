@@ -36,11 +36,11 @@ from plotlib import plt
 TABLE_A = catalog.TABLE_A
 TGS = catalog.TGS
 # Lesson 02's steps: 1 thread_groups, 2 wide_loads, 3 per_head and grouped (the two CTA
-# mappings), each at TGS 4/8/16; 4 grouped_mma; 5 grouped_mma_ws; 6 grouped_mma_bulk and 7
-# grouped_mma_units (sm_90).
+# mappings), each at TGS 4/8/16; 4 grouped_mma; 5 grouped_mma_ws; 6 grouped_mma_bulk, 7
+# grouped_mma_units and 8 grouped_mma_aligned (sm_90).
 LESSON02_STEPS = [f"{step}_tgs{tgs}" for step in ("thread_groups", "wide_loads", "per_head", "grouped")
                   for tgs in TGS] + ["grouped_mma", "grouped_mma_ws", "grouped_mma_bulk",
-                                                        "grouped_mma_units"]
+                                                        "grouped_mma_units", "grouped_mma_aligned"]
 # The TGS-sweep plot: the per-head and grouped CUDA-core steps at every TGS, and the
 # tensor-core steps for reference.
 TGS_SWEEP_CONFIGS = [f"{step}_tgs{tgs}" for step in ("wide_loads", "grouped") for tgs in TGS] + [

@@ -873,8 +873,8 @@ COPY_ITEMS = ("items_contiguous", "items_pages16", "items_pages16_pad16", "items
 @per_gpu("lesson02_copy_items", "lesson02_copy_rate.csv")
 def t_lesson02_copy_items(ctx, gpu, c):
     """Lesson 02 NOTES: step 12's copies without its math on the big Table A shapes (the item rows of
-    lesson02_copy_rate.csv), beside step 12 itself (lesson02.csv) and cuDNN SDPA (peers_sdpa.csv),
-    each from its own run on the same GPU kind."""
+    lesson02_copy_rate.csv), beside steps 12 and 13 themselves (lesson02.csv) and cuDNN SDPA
+    (peers_sdpa.csv), each from its own run on the same GPU kind."""
     rows = [r for r in c.rows if r.get("lesson") == "02" and r.get("l2") == "cold" and r["variant"] in COPY_ITEMS]
     if not rows:
         raise TableError(f"{c.rel}: no item-reader rows")
@@ -896,10 +896,11 @@ def t_lesson02_copy_items(ctx, gpu, c):
         for v in COPY_ITEMS:
             cells.append(cell(by.get((v, shape))))
         cells.append(cell(l2.find("02", "grouped_mma_units", shape) if l2 else None))
+        cells.append(cell(l2.find("02", "grouped_mma_aligned", shape) if l2 else None))
         cells.append(cell(peers.find("peer", "sdpa_cudnn", shape) if peers else None))
         out.append(cells)
     src = "; ".join(f"{what} from {ctx.link(x)} ({x.read_bw()})" for what, x in
-                    (("step 12", l2), ("cuDNN SDPA", peers)) if x is not None)
+                    (("steps 12 and 13", l2), ("cuDNN SDPA", peers)) if x is not None)
     return (
         f"**{gpu_name(gpu)}**, data {ctx.link(c)} (streaming read {c.read_bw()}); {src}, each its own run. "
         f"L2-cold medians, us (% of that run's streaming read). The readers copy each (sequence, KV head)'s K and V "
@@ -908,7 +909,7 @@ def t_lesson02_copy_items(ctx, gpu, c):
         f"units 16 bytes apart modulo 128 (step 12's layout); the same pages in 16-byte `cp.async` from 128 "
         f"threads. cuDNN reads contiguous K and V.\n\n"
         + table(["shape", "CTAs (per SM)", "contiguous", "pages", "pages, step 12's layout", "pages, `cp.async`",
-                 "step 12", "cuDNN SDPA"], out, right={1, 2, 3, 4, 5, 6, 7}))
+                 "step 12", "step 13", "cuDNN SDPA"], out, right={1, 2, 3, 4, 5, 6, 7, 8}))
 
 
 # ---------------------------------------------------------------------------------------

@@ -196,13 +196,14 @@ bool bulk_runs_here(const pa::DeviceInfo& info) {
 }
 
 // The refusals lesson 02 documents beyond shared memory and group size: step 3 on logits that
-// do not fit, steps 11 and 12 off sm_90 (or in a build without sm_90 code), and step 12 on
-// pages smaller than its units.
+// do not fit, steps 11 to 13 off sm_90 (or in a build without sm_90 code), and steps 12 and 13
+// on pages smaller than their units.
 bool documented_refusal(const pa::DecodeVariant& v, const pa::DecodeShape& s, const pa::DeviceInfo& info) {
     if (logits_refusal(v, s, info)) return true;
-    if (v.name != "grouped_mma_bulk" && v.name != "grouped_mma_units") return false;
+    const bool units = v.name == "grouped_mma_units" || v.name == "grouped_mma_aligned";
+    if (v.name != "grouped_mma_bulk" && !units) return false;
     if (!bulk_runs_here(info)) return true;
-    return v.name == "grouped_mma_units" && s.block_size < lesson02::step10::tile_tokens(s.D) / 8;
+    return units && s.block_size < lesson02::step10::tile_tokens(s.D) / 8;
 }
 
 TEST_CASE("lesson02 step 11 (bulk rows) matches the reference on 60 random cases (seed 20250205)", "[gpu][lesson02]") {
@@ -214,32 +215,42 @@ TEST_CASE("lesson02 step 11 (bulk rows) matches the reference on 60 random cases
     CHECK(r.refused == 0);
 }
 
-// Step 12 refuses pages smaller than its units (8 tokens at D 64 and 128) by name and runs
-// the rest; contexts that end inside a unit, inside a tile, or at 1 token are among them.
-TEST_CASE("lesson02 step 12 (unit copies) matches the reference on 60 random cases (seed 20250205)", "[gpu][lesson02]") {
-    const pa::DeviceInfo info = pa::testing::gpu_for_test();
-    if (!bulk_runs_here(info)) SKIP("step 12 needs sm_90 and an sm_90 build");
+// Steps 12 and 13 refuse pages smaller than their units (8 tokens at D 64 and 128) by name and
+// run the rest; contexts that end inside a unit, inside a tile, or at 1 token are among them.
+void check_unit_step(const std::string& name, lesson02::Step step, const pa::DeviceInfo& info) {
     pa::testing::RandomCheckOptions options;
     options.may_refuse = [&](const pa::DecodeVariant& v, const pa::DecodeShape& s) { return documented_refusal(v, s, info); };
-    const auto r = pa::testing::check_variants_on_random_cases(variants_named({"grouped_mma_units"}), kSeed + 3, 60, {},
-                                                               options);
+    const auto r = pa::testing::check_variants_on_random_cases(variants_named({name}), kSeed + 3, 60, {}, options);
     CHECK(r.checked >= 30);
     CHECK(r.passed == r.checked);
+    const lesson02::Config config{step};
     const pa::DecodeShape small_pages = pa::make_shape("pages-of-8", 8, 4, {100}, 128, 8, pa::DType::fp16);
-    CHECK(lesson02::why_not({lesson02::Step::grouped_mma_units}, small_pages, info).find("pages of 8") != std::string::npos);
-    CHECK(lesson02::config_name(lesson02::auto_config(small_pages, info)) == "grouped_mma_ws");  // 4 CTAs: one per SM
+    CHECK(lesson02::why_not(config, small_pages, info).find("pages of 8") != std::string::npos);
     const pa::DecodeShape d256 = pa::make_shape("d256-pages-of-8", 8, 4, {100}, 256, 8, pa::DType::fp16);
-    CHECK(lesson02::why_not({lesson02::Step::grouped_mma_units}, d256, info).empty());  // 8-token units at D 256
+    CHECK(lesson02::why_not(config, d256, info).empty());  // 8-token units at D 256
     for (const int ctx : {1, 15, 16, 17, 127, 128, 129, 255, 1000}) {
         const pa::DecodeShape s = pa::make_shape("units-ctx" + std::to_string(ctx), 16, 2, {ctx, ctx / 2 + 1}, 128, 16,
                                                  pa::DType::bf16);
         const pa::DecodeProblem p = pa::make_decode_problem(s, kSeed + 7);
         pa::DeviceDecodeProblem dev(p);
-        const pa::CheckResult res = pa::check_once(variants_named({"grouped_mma_units"})[0], dev, p,
-                                                   pa::reference::softmax_decode(p));
-        INFO(s.name << ": " << res.message);
+        const pa::CheckResult res = pa::check_once(variants_named({name})[0], dev, p, pa::reference::softmax_decode(p));
+        INFO(name << " " << s.name << ": " << res.message);
         CHECK(res.pass);
     }
+}
+
+TEST_CASE("lesson02 step 12 (unit copies) matches the reference on 60 random cases (seed 20250205)", "[gpu][lesson02]") {
+    const pa::DeviceInfo info = pa::testing::gpu_for_test();
+    if (!bulk_runs_here(info)) SKIP("step 12 needs sm_90 and an sm_90 build");
+    check_unit_step("grouped_mma_units", lesson02::Step::grouped_mma_units, info);
+    const pa::DecodeShape small_pages = pa::make_shape("pages-of-8", 8, 4, {100}, 128, 8, pa::DType::fp16);
+    CHECK(lesson02::config_name(lesson02::auto_config(small_pages, info)) == "grouped_mma_ws");  // 4 CTAs: one per SM
+}
+
+TEST_CASE("lesson02 step 13 (aligned units) matches the reference on 60 random cases (seed 20250205)", "[gpu][lesson02]") {
+    const pa::DeviceInfo info = pa::testing::gpu_for_test();
+    if (!bulk_runs_here(info)) SKIP("step 13 needs sm_90 and an sm_90 build");
+    check_unit_step("grouped_mma_aligned", lesson02::Step::grouped_mma_aligned, info);
 }
 
 // A grid larger than the GPU with one 8-head column block takes step 10's two-CTAs-per-SM
@@ -252,6 +263,7 @@ TEST_CASE("lesson02 grouped_mma_ws and grouped_mma_bulk with two CTAs per SM (gr
     if (bulk_runs_here(info)) {
         names.push_back("grouped_mma_bulk");
         names.push_back("grouped_mma_units");
+        names.push_back("grouped_mma_aligned");
     }
     // a grid that fits the GPU, and 16 heads a CTA: one CTA per SM
     CHECK(lesson02::step10::geometry(pa::make_shape("fits", 8, 1, std::vector<int>(info.sms, 100)), info).ctas_per_sm == 1);
@@ -277,6 +289,7 @@ TEST_CASE("lesson02 grouped_mma_ws and grouped_mma_bulk with two CTAs per SM (gr
                 if (names.size() > 1) {
                     CHECK(lesson02::step11::geometry(s, info).ctas_per_sm == 2);
                     CHECK(lesson02::step12::geometry(s, info).ctas_per_sm == 2);
+                    CHECK(lesson02::step13::geometry(s, info).ctas_per_sm == 2);
                 }
                 const pa::DecodeProblem p = pa::make_decode_problem(s, kSeed + 4);
                 pa::DeviceDecodeProblem dev(p);
@@ -415,8 +428,14 @@ TEST_CASE("lesson02 auto follows its stated rule", "[gpu][lesson02]") {
     CHECK(picks(16, 32, 1, info) == grouped);    // MQA, 16 grouped CTAs
     CHECK(picks(1, 8, 4, info) == grouped);      // 4 grouped CTAs: the smallest grid it takes
     CHECK(picks(4, 32, 32, info) == grouped);    // MHA, 128 CTAs (<= SMs: one per SM)
-    CHECK(picks(128, 32, 32, info) == grouped);  // MHA, 4096 CTAs
     CHECK(picks(16, 64, 4, info) == grouped);    // 64 CTAs of 16 heads: one per SM
+    // two 8-head CTAs on at least 95 % of the SMs: step 13 on sm_90
+    const std::string aligned = bulk_runs_here(info) ? "grouped_mma_aligned" : "grouped_mma_ws";
+    const int two_per_sm_b = (2 * info.sms * 95 + 99) / 100;  // B * Hkv at the threshold, with Hkv 1
+    CHECK(picks(128, 32, 32, info) == aligned);  // MHA, 4096 CTAs
+    CHECK(picks(two_per_sm_b, 8, 1, info) == aligned);
+    CHECK(picks(two_per_sm_b - 1, 8, 1, info) == grouped);
+    CHECK(picks(2 * info.sms, 32, 1, info) == grouped);  // MQA: 32 heads a CTA
     // pages of 8 (smaller than step 12's units): step 11 where step 10 runs two CTAs per SM, else step 10
     auto picks_pages8 = [&](int B, int H, int Hkv) {
         const pa::DecodeShape s = pa::make_shape("rule8", H, Hkv, std::vector<int>(B, 1000), 128, 8, pa::DType::fp16);

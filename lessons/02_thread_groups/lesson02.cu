@@ -58,15 +58,16 @@ const StepOps kStepOps[] = {
     PA_PLAIN_STEP(step10, "grouped_mma_ws"),
     PA_PLAIN_STEP(step11, "grouped_mma_bulk"),
     PA_PLAIN_STEP(step12, "grouped_mma_units"),
+    PA_PLAIN_STEP(step13, "grouped_mma_aligned"),
 };
 #undef PA_TGS_STEP
 #undef PA_PLAIN_STEP
-static_assert(sizeof(kStepOps) / sizeof(kStepOps[0]) == static_cast<int>(Step::grouped_mma_units),
+static_assert(sizeof(kStepOps) / sizeof(kStepOps[0]) == static_cast<int>(Step::grouped_mma_aligned),
               "one entry per step, in step order");
 
 const StepOps& ops_of(Step step) {
     const int i = static_cast<int>(step) - 1;
-    if (i < 0 || i >= static_cast<int>(Step::grouped_mma_units))
+    if (i < 0 || i >= static_cast<int>(Step::grouped_mma_aligned))
         throw pa::CudaError(pa::strf("lesson02: no step %d", static_cast<int>(step)));
     return kStepOps[i];
 }
@@ -99,7 +100,8 @@ pa::LaunchGeometry geometry(const Config& c, const pa::DecodeShape& s, const pa:
 //    measured and matched step 11 at two CTAs per SM. Where it cannot run (pages smaller than
 //    its units), step 11 where step 10 would run two CTAs per SM: there its bulk rows won on
 //    every shape measured; at one CTA per SM they lost on the long and large shapes (README,
-//    steps 11 and 12).
+//    steps 11 and 12). And step 13 before step 12 where two 8-head CTAs share nearly every SM
+//    (step13::fills_two_per_sm): there its aligned copies won; elsewhere step 12 was faster.
 //  * the per-head mapping with the ring (step 6, TGS 4) for a grouped grid of fewer than
 //    kMinGroupedCtas CTAs: the per-head grid's parallelism is worth more than the re-reads,
 //    which the other heads' CTAs find in L2; and for a group above 32, which has no grouped
@@ -115,6 +117,7 @@ std::vector<Config> auto_preference(const pa::DecodeShape& s, const pa::DeviceIn
                                  Config{Step::grouped, Mapping::grouped, 4}, per_head, wide};
     if (step10::ctas_per_sm(s, info) == 2) prefs.insert(prefs.begin(), Config{Step::grouped_mma_bulk});
     prefs.insert(prefs.begin(), Config{Step::grouped_mma_units});
+    if (step13::fills_two_per_sm(s, info)) prefs.insert(prefs.begin(), Config{Step::grouped_mma_aligned});
     return prefs;
 }
 
@@ -191,6 +194,7 @@ std::vector<pa::DecodeVariant> all_variants() {
     out.push_back(variant({Step::grouped_mma_ws}));
     out.push_back(variant({Step::grouped_mma_bulk}));
     out.push_back(variant({Step::grouped_mma_units}));
+    out.push_back(variant({Step::grouped_mma_aligned}));
     out.push_back(auto_variant());
     return out;
 }

@@ -25,6 +25,7 @@ enum class Step {
     grouped_mma_ws = 10, // step 10: + producer and consumer warps (mbarriers)
     grouped_mma_bulk = 11,  // step 11: + one bulk copy per row, counted by the barrier (sm_90)
     grouped_mma_units = 12, // step 12: + one bulk copy per 16-token unit of a page (sm_90)
+    grouped_mma_aligned = 13, // step 13: + the units land 128-byte aligned, read without conflicts (sm_90)
 };
 
 struct Config {
@@ -36,7 +37,7 @@ struct Config {
 // CSV variant names: thread_groups_tgs8, wide_loads_tgs4, grouped_logits_tgs8,
 // online_softmax_tgs8, cp_async_ring_tgs8, per_head_tgs4, grouped_tgs16, tile_stream,
 // grouped_mma_qk, grouped_mma,
-// grouped_mma_ws, grouped_mma_bulk, grouped_mma_units.
+// grouped_mma_ws, grouped_mma_bulk, grouped_mma_units, grouped_mma_aligned.
 std::string config_name(const Config& c);
 
 // Empty if the configuration can run the shape on this GPU, otherwise why not.
@@ -51,7 +52,8 @@ pa::LaunchGeometry geometry(const Config& c, const pa::DecodeShape& s, const pa:
 //   * otherwise grouped_mma_ws, then grouped_mma (GPUs whose shared memory is too small
 //     for step 10's ring), then grouped_tgs4; with grouped_mma_bulk (sm_90) first where
 //     step 10 runs two CTAs per SM (8 heads a CTA, more grouped CTAs than SMs), and
-//     grouped_mma_units (sm_90, pages of at least one unit) before everything.
+//     grouped_mma_units (sm_90, pages of at least one unit) before everything, and
+//     grouped_mma_aligned before that where two 8-head CTAs share nearly every SM.
 constexpr int kMinGroupedCtas = 4;
 std::vector<Config> auto_preference(const pa::DecodeShape& s, const pa::DeviceInfo& info);
 Config auto_config(const pa::DecodeShape& s, const pa::DeviceInfo& info);

@@ -46,6 +46,7 @@ std::vector<std::string> step_names() {
     out.push_back("grouped_mma_ws");
     out.push_back("grouped_mma_bulk");
     out.push_back("grouped_mma_units");
+    out.push_back("grouped_mma_aligned");
     return out;
 }
 
@@ -74,7 +75,7 @@ void print_table_a(const pa::RowIndex& idx) {
 void print_ladder(const pa::RowIndex& idx, const std::vector<pa::DecodeShape>& shapes) {
     std::printf("\nThe ladder: each step's L2-cold median (us; best TGS in brackets), lesson 01 first\n");
     pa::TextTable t({"shape", "lesson01", "1 thread groups", "2 wide loads", "3 grouped logits", "4 online softmax",
-                     "5 ring", "6 grouped", "6 per head", "9 tensor cores", "10 copy warps", "11 bulk rows", "12 unit copies"});
+                     "5 ring", "6 grouped", "6 per head", "9 tensor cores", "10 copy warps", "11 bulk rows", "12 unit copies", "13 aligned units"});
     auto best = [&](const std::string& shape, const std::string& prefix) {
         const auto b = idx.best_of(shape, names_of(prefix));
         return b.first == "-" ? std::string("-") : pa::strf("%.2f (%s)", b.second, b.first.substr(b.first.size() - 2).c_str());
@@ -83,7 +84,8 @@ void print_ladder(const pa::RowIndex& idx, const std::vector<pa::DecodeShape>& s
         t.add_row({s.name, idx.us(s.name, "naive"), best(s.name, "thread_groups"), best(s.name, "wide_loads"),
                    idx.us(s.name, "grouped_logits_tgs8"), idx.us(s.name, "online_softmax_tgs8"),
                    idx.us(s.name, "cp_async_ring_tgs8"), best(s.name, "grouped"), best(s.name, "per_head"), idx.us(s.name, "grouped_mma"),
-                   idx.us(s.name, "grouped_mma_ws"), idx.us(s.name, "grouped_mma_bulk"), idx.us(s.name, "grouped_mma_units")});
+                   idx.us(s.name, "grouped_mma_ws"), idx.us(s.name, "grouped_mma_bulk"), idx.us(s.name, "grouped_mma_units"),
+                   idx.us(s.name, "grouped_mma_aligned")});
     t.print();
     std::printf("(TGS in brackets: 4, 8 or 16, written as the name's last two characters)\n");
 }
@@ -115,7 +117,8 @@ void summarize(const std::vector<pa::ResultRow>& rows, const std::vector<pa::Dec
     if (has_all(pa::table_c_tgs_sweep())) print_tgs_sweep(idx);
     std::printf("\nauto rule: grouped_mma_ws (then grouped_mma where its ring does not fit), except per_head_tgs4 for\n"
                 "B * Hkv < %d and for groups above 32; grouped_mma_bulk first where grouped_mma_ws runs two CTAs\n"
-                "per SM, and grouped_mma_units before all; the first of these the GPU can run\n",
+                "per SM, grouped_mma_units before all, and grouped_mma_aligned before it where two 8-head CTAs\n"
+                "share at least 95 %% of the SMs; the first of these the GPU can run\n",
                 lesson02::kMinGroupedCtas);
 }
 
@@ -331,7 +334,8 @@ int main(int argc, char** argv) {
         "grouped_logits_tgs8 (step 3), online_softmax_tgs8 (step 4), cp_async_ring_tgs8 (step 5),\n"
         "per_head_tgs{4,8,16} and grouped_tgs{4,8,16} (step 6), tile_stream (step 7), grouped_mma_qk (step 8),\n"
         "grouped_mma (step 9), grouped_mma_ws (step 10),\n"
-        "grouped_mma_bulk (step 11, sm_90), grouped_mma_units (step 12, sm_90), auto; the measurement adds lesson 01 (naive) for comparison.\n";
+        "grouped_mma_bulk (step 11, sm_90), grouped_mma_units (step 12, sm_90), grouped_mma_aligned (step 13, sm_90),\n"
+        "auto; the measurement adds lesson 01 (naive) for comparison.\n";
     spec.variants = lesson02::all_variants();
     pa::DecodeVariant naive = lesson01::variant();
     naive.lesson = "01";

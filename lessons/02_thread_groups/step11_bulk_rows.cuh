@@ -201,7 +201,7 @@ grouped_bulk_decode_kernel(scalar_t* __restrict__ out,             // [B, H, D]
                     row0[L::kLogitStride + t + 8] = (cf[0][3] + cf[1][3]) * scale;
                 }
             }
-            pa::mbarrier_arrive(&empty[slot]);  // this thread is done with the K tile
+            pa::release_slot(&empty[slot]);  // this thread is done with the K tile (fence, arrive)
             continue;
         }
 
@@ -246,7 +246,7 @@ grouped_bulk_decode_kernel(scalar_t* __restrict__ out,             // [B, H, D]
                 pa::mma_16816<scalar_t>(acc[j], a, b);
             }
         }
-        pa::mbarrier_arrive(&empty[slot]);  // this thread is done with the V tile
+        pa::release_slot(&empty[slot]);  // this thread is done with the V tile (fence, arrive)
     }
 
     // 4. Splits 1.. hand their partial sums to split 0 through the ring, which divides by the

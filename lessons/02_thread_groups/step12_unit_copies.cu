@@ -13,6 +13,8 @@ struct Kernels {
     static auto kernel() { return grouped_unit_decode_kernel<T, D, HEADS, CTAS_PER_SM>; }
 };
 
+}  // namespace
+
 // A unit is 16 tokens (8 at D 256, whose tile is 64) and must not straddle pages.
 std::string pages_why_not(int D, int block_size) {
     const int unit_rows = tile_tokens(D) / 8;
@@ -20,8 +22,6 @@ std::string pages_why_not(int D, int block_size) {
     return pa::strf("copies %d-token units of a page, and pages of %d tokens are smaller (step 11 runs them)", unit_rows,
                     block_size);
 }
-
-}  // namespace
 
 int ctas_per_sm(const pa::DecodeShape& s, const pa::DeviceInfo& info) {
     if (step10::heads_per_cta(s.group()) == 8 && static_cast<long long>(s.B) * s.Hkv >= 0.9 * info.sms) return 2;

@@ -50,8 +50,9 @@ struct UnitTile {
 
 // The producer side: producer thread u < 8 copies unit u of every tile (tokens u * kUnitRows
 // .. + kUnitRows of the token tile), one bulk copy when all of them exist; the other producer
-// threads only arrive. A unit never straddles a page: its rows divide the page size.
-template <class scalar_t, int HEAD_SIZE>
+// threads only arrive. A unit never straddles a page: its rows divide the page size. Unit u
+// lands UNIT_STRIDE elements into the slot (step 13 lands them back to back).
+template <class scalar_t, int HEAD_SIZE, int UNIT_STRIDE = UnitTile<HEAD_SIZE>::kUnitElems>
 struct UnitProducer {
     using U = UnitTile<HEAD_SIZE>;
     static constexpr int kTile = U::kTile;
@@ -87,7 +88,7 @@ struct UnitProducer {
     __device__ __forceinline__ void issue(scalar_t* buf, int s, uint64_t* full) {
         if (unit < U::kUnits) {
             const scalar_t* cache = s % 2 == 0 ? k_cache : v_cache;
-            scalar_t* dst = buf + unit * U::kUnitElems;
+            scalar_t* dst = buf + unit * UNIT_STRIDE;
             const int rows = block_id < 0 ? 0 : min(U::kUnitRows, ctx - first);  // rows that exist
             // cache[block, kv_head, first % block_size .. + rows, 0 .. D): contiguous
             const scalar_t* src = cache + static_cast<long long>(block_id) * block_stride + head_offset +
@@ -223,7 +224,7 @@ grouped_unit_decode_kernel(scalar_t* __restrict__ out,             // [B, H, D]
                 row0[t + 8] = on8 ? (cf[0][2] + cf[1][2]) * scale : -INFINITY;
                 row0[L::kLogitStride + t + 8] = on8 ? (cf[0][3] + cf[1][3]) * scale : -INFINITY;
             }
-            pa::mbarrier_arrive(&empty[slot]);  // this thread is done with the K tile
+            pa::release_slot(&empty[slot]);  // this thread is done with the K tile (fence, arrive)
             continue;
         }
 
@@ -268,7 +269,7 @@ grouped_unit_decode_kernel(scalar_t* __restrict__ out,             // [B, H, D]
                 pa::mma_16816<scalar_t>(acc[j], a, b);
             }
         }
-        pa::mbarrier_arrive(&empty[slot]);  // this thread is done with the V tile
+        pa::release_slot(&empty[slot]);  // this thread is done with the V tile (fence, arrive)
     }
 
     // 4. Splits 1.. hand their partial sums to split 0 through the ring, which divides by the

@@ -121,7 +121,21 @@ namespace lesson02::step12 {
 // 8-head column block's grid covers 90 % of the SMs: with every SM streaming, a 6-slot ring
 // of unit copies puts more bytes in flight than the memory serves best (README, step 12).
 int ctas_per_sm(const pa::DecodeShape& s, const pa::DeviceInfo& info);
+// "" when pages hold whole units (a unit never straddles two pages), else why not.
+std::string pages_why_not(int D, int block_size);
 std::string why_not(const pa::DecodeShape& s, const pa::DeviceInfo& info);
 void launch(const pa::PagedDecodeArgs& a, cudaStream_t stream);
 pa::LaunchGeometry geometry(const pa::DecodeShape& s, const pa::DeviceInfo& info);
 }  // namespace lesson02::step12
+
+// Step 13: step 12 with its units landing 128-byte aligned, K read by the lanes' own 16-byte
+// loads and V moved to a padded work tile, both without bank conflicts; sm_90, as step 12.
+namespace lesson02::step13 {
+// Where `auto` takes step 13 before step 12: a grid of 8-head CTAs that puts two CTAs on at
+// least 95 % of the SMs. Where a CTA streams alone, step 13's own loads and the V tile's move
+// cost more than its aligned copies gain (README, step 13).
+bool fills_two_per_sm(const pa::DecodeShape& s, const pa::DeviceInfo& info);
+std::string why_not(const pa::DecodeShape& s, const pa::DeviceInfo& info);
+void launch(const pa::PagedDecodeArgs& a, cudaStream_t stream);
+pa::LaunchGeometry geometry(const pa::DecodeShape& s, const pa::DeviceInfo& info);
+}  // namespace lesson02::step13

@@ -231,7 +231,7 @@ split_k_partition_kernel(scalar_t* __restrict__ out,             // [B, H, D] (F
                 row0[t + 8] = on8 ? (cf[0][2] + cf[1][2]) * scale : -INFINITY;
                 row0[L::kLogitStride + t + 8] = on8 ? (cf[0][3] + cf[1][3]) * scale : -INFINITY;
             }
-            pa::mbarrier_arrive(&empty[slot]);  // this thread is done with the K tile
+            pa::release_slot(&empty[slot]);  // this thread is done with the K tile (fence, arrive)
             continue;
         }
 
@@ -277,7 +277,7 @@ split_k_partition_kernel(scalar_t* __restrict__ out,             // [B, H, D] (F
                 pa::mma_16816<scalar_t>(acc[j], a, b);
             }
         }
-        pa::mbarrier_arrive(&empty[slot]);  // this thread is done with the V tile
+        pa::release_slot(&empty[slot]);  // this thread is done with the V tile (fence, arrive)
     }
 
     // 4. Splits 1.. hand their partial sums to split 0 through the ring, which writes this

@@ -267,7 +267,7 @@ split_k_head_rows_kernel(scalar_t* __restrict__ out,             // [B, H, D] (F
                     p_frag[kk][3] = pa::pack2(sc[2 * kk + 1][2], sc[2 * kk + 1][3], scalar_t{});
                 }
             }
-            pa::mbarrier_arrive(&empty[slot]);  // this thread is done with the K tile
+            pa::release_slot<UNITS>(&empty[slot]);  // this thread is done with the K tile
             continue;
         }
 
@@ -286,7 +286,7 @@ split_k_head_rows_kernel(scalar_t* __restrict__ out,             // [B, H, D] (F
                     pa::mma_16816<scalar_t>(o[2 * dp + 1], p_frag[kk], b1);
                 }
         }
-        pa::mbarrier_arrive(&empty[slot]);  // this thread is done with the V tile
+        pa::release_slot<UNITS>(&empty[slot]);  // this thread is done with the V tile
     }
 
     pa::allow_dependent_launch();  // the reduce may start launching (sm_90; see launch_reduce)

@@ -140,23 +140,23 @@ __device__ __forceinline__ void qk_tile(float* scores, const scalar_t* buf, cons
     }
 }
 
-// A consumer thread is done with a K tile's slot: it arrives on the slot's `empty` barrier.
-// With the scores in the slot, a gate thread is done once its gate has read them
-// (release_k_after_gate), the others once they have written theirs (release_k_after_qk),
-// and when bulk copies refill the ring, the writes over the tile are first ordered before
-// them: the copy engine is another proxy. Without, every consumer is done after its QK.
+// A consumer thread is done with a slot: it arrives on the slot's `empty` barrier, and when
+// bulk copies refill the ring, its reads and writes of the tile are first ordered before the
+// copy engine's next write there (pa::release_slot: the copy engine is another proxy). A V
+// slot is done after PV. A K slot: with the scores in the slot, a gate thread is done once its
+// gate has read them (release_k_after_gate), the others once they have written theirs
+// (release_k_after_qk); without, every consumer is done after its QK.
 template <class L>
-__device__ __forceinline__ void release_k_slot(uint64_t* empty) {
-    if constexpr (L::kScoresInSlot && L::kBulkCopies && kArchHasBulkCopies) pa::fence_proxy_async_shared();
-    pa::mbarrier_arrive(empty);
+__device__ __forceinline__ void release_slot(uint64_t* empty) {
+    pa::release_slot<L::kBulkCopies && kArchHasBulkCopies>(empty);
 }
 template <class L>
 __device__ __forceinline__ void release_k_after_qk(uint64_t* empty, int tid) {
-    if (!L::kScoresInSlot || tid >= kGateThreads) release_k_slot<L>(empty);
+    if (!L::kScoresInSlot || tid >= kGateThreads) release_slot<L>(empty);
 }
 template <class L>
 __device__ __forceinline__ void release_k_after_gate(uint64_t* empty) {
-    if constexpr (L::kScoresInSlot) release_k_slot<L>(empty);
+    if constexpr (L::kScoresInSlot) release_slot<L>(empty);
 }
 
 // The gate of token t (< kTile) of a tile with n tokens, for every head:

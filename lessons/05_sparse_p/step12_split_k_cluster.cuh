@@ -184,7 +184,7 @@ split_k_cluster_gated_kernel(scalar_t* __restrict__ out,             // [B, H, D
         if (item.is_v) {  // PV of tile i: the nnz listed rows of its V tile
             pa::mbarrier_wait(&listed[i % kBufs], (i / kBufs) & 1);  // complete long ago: orders nnz_of and the padding
             pv_steps(acc, buf, pb, (nnz_of[i % kBufs] + 15) / 16, warp, lane);
-            pa::mbarrier_arrive(&empty[slot]);
+            release_slot<L>(&empty[slot]);
             continue;
         }
         // 1. scores of tile i

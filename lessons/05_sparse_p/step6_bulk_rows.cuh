@@ -86,7 +86,7 @@ bulk_rows_kernel(scalar_t* __restrict__ out,             // [B, H, D]
         scalar_t* buf = sm.tiles + slot * kTileElems;
         if (item.is_v) {  // PV of tile i: every row of its V tile
             pv_steps(acc, buf, pb, kTile / 16, warp, lane);
-            pa::mbarrier_arrive(&empty[slot]);
+            release_slot<L>(&empty[slot]);
             continue;
         }
         // 1. scores of tile i

@@ -102,7 +102,7 @@ zero_skip_gated_kernel(scalar_t* __restrict__ out,             // [B, H, D]
         scalar_t* buf = sm.tiles + slot * kTileElems;
         if (item.is_v) {  // PV of tile i: every row of its V tile
             pv_steps(acc, buf, pb, kTile / 16, warp, lane);
-            pa::mbarrier_arrive(&empty[slot]);
+            release_slot<L>(&empty[slot]);
             if (w.ends_sequence(i)) {  // the last V tile of a sequence: its output is complete
                 store_output(out, acc, w.seq_of(i), H, first_head, num_heads, warp, lane);
                 acc[0] = acc[1] = acc[2] = acc[3] = 0.f;

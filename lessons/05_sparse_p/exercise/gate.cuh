@@ -124,7 +124,7 @@ floor_gated_kernel(scalar_t* __restrict__ out,             // [B, H, D]
         if (item.is_v) {  // PV of tile i: the nnz listed rows of its V tile
             pa::mbarrier_wait(&listed[i % kBufs], (i / kBufs) & 1);  // complete long ago: orders nnz_of and the padding
             pv_steps(acc, buf, pb, (nnz_of[i % kBufs] + 15) / 16, warp, lane);
-            pa::mbarrier_arrive(&empty[slot]);
+            release_slot<L>(&empty[slot]);
             if (w.ends_sequence(i)) {  // the last V tile of a sequence: its output is complete
                 store_output(out, acc, w.seq_of(i), H, first_head, num_heads, warp, lane);
                 acc[0] = acc[1] = acc[2] = acc[3] = 0.f;
