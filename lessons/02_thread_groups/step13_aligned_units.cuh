@@ -13,7 +13,7 @@
 //    a 16-dim step; which physical dims a step covers does not matter as long as q (the B
 //    fragment) follows, so one 16-byte load of dims 32b + 8c .. + 8 gives a lane its part of
 //    two steps (b: a 32-dim block). Lanes of odd g load block b ^ 1 while even g load b (the
-//    8 lanes of a quarter-warp then hit 8 bank groups) and sort the two back (AlignedQk).
+//    8 lanes of a quarter-warp then hit 8 bank groups) and sort the two back (aligned_qk).
 //  * PV: ldmatrix.trans must read 8 tokens at the same dims, which would conflict 8 ways, so
 //    the consumers first move the V tile into a padded work tile (rows D + 8 apart, as steps
 //    10 and 11 lay them out), 16 bytes per thread and load, and release the landing slot at
