@@ -1,5 +1,5 @@
-// Host side shared by steps 10, 11 and 12: one CTA of kMmaThreads per (sequence, KV head),
-// MmaLayout's shared memory, the same layout rule. Each step's .cu names its kernel family
+// Host side shared by steps 10 to 13: one CTA of kMmaThreads per (sequence, KV head),
+// MmaLayout's shared memory, step 10's layout rule (step 12's for 12 and 13). Each step's .cu names its kernel family
 // (a struct whose kernel<T, D, HEADS, CTAS_PER_SM>() is the instantiation) and includes this
 // header, so that each family still compiles once, in its own file.
 #pragma once
@@ -97,6 +97,30 @@ std::string needs_sm90(const pa::DecodeShape& s, int heads, int ctas_per_sm, con
                                     "step 10 runs here");
     });
     return why;
+}
+
+// Steps 12 and 13 (unit copies, sm_90): step 10's refusals, then pages smaller than a unit
+// (step12::pages_why_not), then sm_90 code for the family's kernel; launched and laid out at
+// step 12's CTAs per SM (step12::ctas_per_sm). `step` names the step in errors.
+template <class Family>
+std::string unit_family_why_not(const pa::DecodeShape& s, const pa::DeviceInfo& info) {
+    std::string why = step10::why_not(s, info);
+    if (why.empty()) why = step12::pages_why_not(s.D, s.block_size);
+    if (why.empty())
+        why = needs_sm90<Family>(s, step10::heads_per_cta(s.group()), step12::ctas_per_sm(s, info), info);
+    return why;
+}
+
+template <class Family>
+void launch_unit_family(const pa::PagedDecodeArgs& a, const char* step, cudaStream_t stream) {
+    const std::string pages = step12::pages_why_not(a.D, a.block_size);
+    if (!pages.empty()) throw pa::CudaError(std::string("lesson02 ") + step + ": " + pages);
+    launch_family<Family>(a, step12::ctas_per_sm(pa::launch_shape(a), pa::current_device_info()), step, stream);
+}
+
+template <class Family>
+pa::LaunchGeometry unit_family_geometry(const pa::DecodeShape& s, const pa::DeviceInfo& info) {
+    return family_geometry<Family>(s, step12::ctas_per_sm(s, info));
 }
 
 }  // namespace lesson02

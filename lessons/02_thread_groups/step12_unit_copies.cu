@@ -28,22 +28,12 @@ int ctas_per_sm(const pa::DecodeShape& s, const pa::DeviceInfo& info) {
     return step10::ctas_per_sm(s, info);
 }
 
-std::string why_not(const pa::DecodeShape& s, const pa::DeviceInfo& info) {
-    std::string why = step10::why_not(s, info);
-    if (why.empty()) why = pages_why_not(s.D, s.block_size);
-    if (why.empty())
-        why = needs_sm90<Kernels>(s, step10::heads_per_cta(s.group()), ctas_per_sm(s, info), info);
-    return why;
-}
+std::string why_not(const pa::DecodeShape& s, const pa::DeviceInfo& info) { return unit_family_why_not<Kernels>(s, info); }
 
-void launch(const pa::PagedDecodeArgs& a, cudaStream_t stream) {
-    const std::string pages = pages_why_not(a.D, a.block_size);
-    if (!pages.empty()) throw pa::CudaError("lesson02 step 12: " + pages);
-    launch_family<Kernels>(a, ctas_per_sm(pa::launch_shape(a), pa::current_device_info()), "step 12", stream);
-}
+void launch(const pa::PagedDecodeArgs& a, cudaStream_t stream) { launch_unit_family<Kernels>(a, "step 12", stream); }
 
 pa::LaunchGeometry geometry(const pa::DecodeShape& s, const pa::DeviceInfo& info) {
-    return family_geometry<Kernels>(s, ctas_per_sm(s, info));
+    return unit_family_geometry<Kernels>(s, info);
 }
 
 }  // namespace lesson02::step12
