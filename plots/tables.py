@@ -1044,6 +1044,33 @@ def t_lesson04_plans(ctx, gpu, c):
                 right={1, 3, 4, 5, 8, 9}))
 
 
+CUDNN = ("peers_sdpa.csv", "peer", "sdpa_cudnn")  # cuDNN SDPA's rows in the GPU's peer CSV
+
+
+def lesson04_cudnn_caption(ctx, gpu, c):
+    return (f"**{gpu_name(gpu)}**, data {ctx.link(c)} (streaming read {c.read_bw()}) and "
+            f"{ctx.link(ctx.data.get(gpu, 'peers_sdpa.csv'))}: Table A, L2-cold medians, us; fp16, D 128, block 16 "
+            f"(cuDNN reads contiguous K/V). `lesson03_auto` is lesson 03's `auto`, `auto` this lesson's; a ratio "
+            f"under 1 is faster than cuDNN SDPA.")
+
+
+def lesson04_cudnn_footer(rows):
+    n = len(rows)
+    under = lambda i: sum(float(r[i]) <= 1.0 for r in rows)
+    return ["at or under cuDNN", "", f"{under(2)} of {n}", "", "", "", f"{under(6)} of {n}"]
+
+
+grid("lesson04_cudnn",
+     """Lesson 04 NOTES: Table A, L2-cold: lesson 03's auto and this lesson's auto (lesson04_plans.csv)
+    beside cuDNN SDPA (peers_sdpa.csv of the same GPU) and the ratios; a last row counts the shapes
+    at or under cuDNN's time.""",
+     "lesson04_plans.csv", "04", TABLE_A,
+     [c_shape(), c_time("lesson 03 `auto` us", "lesson03_auto", fmt=us2),
+      c_ratio("/ cuDNN", "lesson03_auto", CUDNN, fmt="{:.3f}"), c_time("`auto` us", "auto", fmt=us2), c_pct("auto"),
+      c_time("cuDNN us", CUDNN, fmt=us2), c_ratio("`auto` / cuDNN", "auto", CUDNN, fmt="{:.3f}")],
+     lesson04_cudnn_caption, lesson04_cudnn_footer)
+
+
 # ---------------------------------------------------------------------------------------
 # Lesson 05: the gated decode with sparse P compaction. Its CSV has one row per (variant,
 # shape, sigma), so rows are looked up with the gate's sigma as well.
