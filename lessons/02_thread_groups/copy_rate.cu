@@ -40,6 +40,20 @@ namespace {
 
 constexpr int kMaxIssuers = 128;  // the consumer is the thread after them
 
+// The readers' consumer: one thread waits for each of the n tiles of a ring of `tiles` slots,
+// touches a word of it and frees the slot (sm_90: the ring's mbarriers count bulk copies).
+__device__ __forceinline__ void consume_tiles(const unsigned char* ring, long long tile_bytes, int tiles, int n,
+                                              uint64_t* full, uint64_t* empty, unsigned* sink) {
+    unsigned x = 0;
+    for (int s = 0; s < n; ++s) {
+        const int slot = s % tiles;
+        pa::mbarrier_wait(&full[slot], (s / tiles) & 1);
+        x ^= *reinterpret_cast<const unsigned*>(ring + slot * tile_bytes);
+        pa::mbarrier_arrive(&empty[slot]);
+    }
+    if (x == 0x9e3779b9u) *sink = x;  // never true for the zeros read; keeps the reads
+}
+
 // `issuers` threads copy tile after tile into a ring of `tiles` slots, each tile `issuers`
 // copies of `copy_bytes` (thread i issues copy i of every tile, as steps 11 and 12's producers
 // do), counted on the slot's mbarrier; one more thread waits for each tile and frees it.
@@ -65,15 +79,8 @@ __global__ void bulk_reader_kernel(const unsigned char* __restrict__ src, long l
             pa::mbarrier_arrive_expect_tx(&full[slot], copy_bytes);
             pa::bulk_copy_to_shared(ring + slot * tile_bytes + at, base + s * tile_bytes + at, copy_bytes, &full[slot]);
         }
-    } else if (threadIdx.x == kMaxIssuers) {  // the consumer: touches a word of each tile, frees the slot
-        unsigned x = 0;
-        for (int s = 0; s < n; ++s) {
-            const int slot = s % tiles;
-            pa::mbarrier_wait(&full[slot], (s / tiles) & 1);
-            x ^= *reinterpret_cast<const unsigned*>(ring + slot * tile_bytes);
-            pa::mbarrier_arrive(&empty[slot]);
-        }
-        if (x == 0x9e3779b9u) *sink = x;  // never true for the zeros read; keeps the reads
+    } else if (threadIdx.x == kMaxIssuers) {  // the consumer
+        consume_tiles(ring, tile_bytes, tiles, n, full, empty, sink);
     }
 #else
     __trap();
@@ -124,11 +131,19 @@ constexpr int kItemThreads = 64;  // warp 0: the 8 issuing threads; thread 32: t
 constexpr int kPaddedUnit = kUnitBytes + 16;  // step 12's UnitTile: units 16 bytes apart modulo 128
 constexpr int kPaddedSlot = 34816;            // step 12's ring slot at D 128: 128 rows of 136 elements
 
+// Unit p of item (seq, head): at (table[seq][p] * hkv + head) units into its pool, or with no
+// table at ((seq * hkv + head) * pages + p) units (the layouts below).
+__device__ __forceinline__ long long item_unit(const int* table, int max_blocks, int pages, int seq, int hkv, int head,
+                                               int p) {
+    return table ? static_cast<long long>(table[static_cast<long long>(seq) * max_blocks + p]) * hkv + head
+                 : (static_cast<long long>(seq) * hkv + head) * pages + p;
+}
+
 // Grid (Hkv, B): CTA (h, b) reads K and V of KV head h of sequence b, `pages` units each, tile
-// by tile, K tile t then V tile t. Unit p of the item is at (table[b][p] * Hkv + h) units into
-// its pool (pages of 16 tokens, [blocks, Hkv, 16, D]) or, with no table, at ((b * Hkv + h) *
-// pages + p) units ([B, Hkv, ctx, D]). Thread i < 8 copies unit i of each tile to UNIT_STRIDE
-// bytes times i into the tile's slot, reading its page id just before, as step 12's producers do.
+// by tile, K tile t then V tile t; unit p of the item is item_unit's (pages of 16 tokens,
+// [blocks, Hkv, 16, D], through the table, or [B, Hkv, ctx, D] without one). Thread i < 8
+// copies unit i of each tile to UNIT_STRIDE bytes times i into the tile's slot, reading its
+// page id just before, as step 12's producers do.
 template <int UNIT_STRIDE>
 __global__ void __launch_bounds__(kItemThreads) item_reader_kernel(const unsigned char* __restrict__ k,
                                                                    const unsigned char* __restrict__ v,
@@ -152,21 +167,13 @@ __global__ void __launch_bounds__(kItemThreads) item_reader_kernel(const unsigne
             const int slot = s % kTiles;
             if (s >= kTiles) pa::mbarrier_wait(&empty[slot], (s / kTiles + 1) & 1);
             const int p = (s / 2) * kTilePages + threadIdx.x;
-            const long long unit = table ? static_cast<long long>(table[static_cast<long long>(seq) * max_blocks + p]) * hkv + head
-                                         : (static_cast<long long>(seq) * hkv + head) * pages + p;
+            const long long unit = item_unit(table, max_blocks, pages, seq, hkv, head, p);
             pa::mbarrier_arrive_expect_tx(&full[slot], kUnitBytes);
             pa::bulk_copy_to_shared(ring + slot * kTileBytes + threadIdx.x * UNIT_STRIDE, (s & 1 ? v : k) + unit * kUnitBytes,
                                     kUnitBytes, &full[slot]);
         }
-    } else if (threadIdx.x == 32) {
-        unsigned x = 0;
-        for (int s = 0; s < n; ++s) {
-            const int slot = s % kTiles;
-            pa::mbarrier_wait(&full[slot], (s / kTiles) & 1);
-            x ^= *reinterpret_cast<const unsigned*>(ring + slot * kTileBytes);
-            pa::mbarrier_arrive(&empty[slot]);
-        }
-        if (x == 0x9e3779b9u) *sink = x;  // never true for the zeros read; keeps the reads
+    } else if (threadIdx.x == 32) {  // the consumer
+        consume_tiles(ring, kTileBytes, kTiles, n, full, empty, sink);
     }
 #else
     __trap();
@@ -194,8 +201,7 @@ __global__ void __launch_bounds__(kLoadItemThreads) item_loads_kernel(const unsi
 #pragma unroll
             for (int u = 0; u < kTilePages; ++u) {
                 const int p = (s / 2) * kTilePages + u;
-                const long long unit = table ? static_cast<long long>(table[static_cast<long long>(seq) * max_blocks + p]) * hkv + head
-                                             : (static_cast<long long>(seq) * hkv + head) * pages + p;
+                const long long unit = item_unit(table, max_blocks, pages, seq, hkv, head, p);
                 const unsigned char* src = (s & 1 ? v : k) + unit * kUnitBytes;
 #pragma unroll
                 for (int i = 0; i < kPieces; ++i) {
