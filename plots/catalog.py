@@ -126,6 +126,15 @@ LESSON02_STEPS = [("1", "thread_groups", True), ("2", "wide_loads", True), ("6",
                   ("11", "grouped_mma_bulk", False), ("12", "grouped_mma_units", False),
                   ("13", "grouped_mma_aligned", False)]
 
+
+def family_variants(family, has_tgs):
+    """A step family's variant names: one per TGS (family_tgs4, ...) or the family's name alone."""
+    return [f"{family}_tgs{t}" for t in TGS] if has_tgs else [family]
+
+
+# Every lesson 02 step variant, in step order.
+LESSON02_STEP_VARIANTS = [v for _, fam, tgs in LESSON02_STEPS for v in family_variants(fam, tgs)]
+
 # Lesson 03: every split-k variant of lesson03_sweep.csv, the published rules (auto row's columns),
 # the ladder's steps (lesson03.csv) and the fixed partition sizes.
 LESSON03_SPLIT = ["split_k_64", "split_k_128", "split_k_256", "split_k_512", "split_k_1024", "split_k_4096",

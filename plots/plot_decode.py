@@ -35,12 +35,8 @@ from plotlib import plt
 # (llama70b-B16-mixed, *-ctx128k) that lesson 03 adds under the same model names.
 TABLE_A = catalog.TABLE_A
 TGS = catalog.TGS
-# Lesson 02's steps: 1 thread_groups, 2 wide_loads, 3 per_head and grouped (the two CTA
-# mappings), each at TGS 4/8/16; 4 grouped_mma; 5 grouped_mma_ws; 6 grouped_mma_bulk, 7
-# grouped_mma_units and 8 grouped_mma_aligned (sm_90).
-LESSON02_STEPS = [f"{step}_tgs{tgs}" for step in ("thread_groups", "wide_loads", "per_head", "grouped")
-                  for tgs in TGS] + ["grouped_mma", "grouped_mma_ws", "grouped_mma_bulk",
-                                                        "grouped_mma_units", "grouped_mma_aligned"]
+# Lesson 02's steps, every TGS of the CUDA-core ones (plots/catalog.py).
+LESSON02_STEPS = catalog.LESSON02_STEP_VARIANTS
 # The TGS-sweep plot: the per-head and grouped CUDA-core steps at every TGS, and the
 # tensor-core steps for reference.
 TGS_SWEEP_CONFIGS = [f"{step}_tgs{tgs}" for step in ("wide_loads", "grouped") for tgs in TGS] + [

@@ -41,16 +41,6 @@ from catalog import *  # noqa: E402,F401,F403  (plots/catalog.py: the shapes, GP
 
 REPO = Path(__file__).resolve().parent.parent
 
-# ---------------------------------------------------------------------------------------
-# What the tables are about (the lists themselves are in plots/catalog.py)
-
-def family_variants(family, has_tgs):
-    return [f"{family}_tgs{t}" for t in TGS] if has_tgs else [family]
-
-
-LESSON02_STEP_VARIANTS = [v for _, fam, tgs in LESSON02_STEPS for v in family_variants(fam, tgs)]
-
-
 class TableError(Exception):
     """A table cannot be written from the CSVs; the message names what is missing."""
 
