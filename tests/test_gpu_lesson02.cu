@@ -5,6 +5,7 @@
 #include <catch2/catch_test_macros.hpp>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -429,9 +430,10 @@ TEST_CASE("lesson02 auto follows its stated rule", "[gpu][lesson02]") {
     CHECK(picks(1, 8, 4, info) == grouped);      // 4 grouped CTAs: the smallest grid it takes
     CHECK(picks(4, 32, 32, info) == grouped);    // MHA, 128 CTAs (<= SMs: one per SM)
     CHECK(picks(16, 64, 4, info) == grouped);    // 64 CTAs of 16 heads: one per SM
-    // two 8-head CTAs on at least 95 % of the SMs: step 13 on sm_90
+    // two 8-head CTAs on at least kTwoPerSmShare of the SMs: step 13 on sm_90
     const std::string aligned = bulk_runs_here(info) ? "grouped_mma_aligned" : "grouped_mma_ws";
-    const int two_per_sm_b = (2 * info.sms * 95 + 99) / 100;  // B * Hkv at the threshold, with Hkv 1
+    // B * Hkv at the threshold, with Hkv 1
+    const int two_per_sm_b = static_cast<int>(std::ceil(2 * lesson02::step13::kTwoPerSmShare * info.sms));
     CHECK(picks(128, 32, 32, info) == aligned);  // MHA, 4096 CTAs
     CHECK(picks(two_per_sm_b, 8, 1, info) == aligned);
     CHECK(picks(two_per_sm_b - 1, 8, 1, info) == grouped);

@@ -118,8 +118,8 @@ void summarize(const std::vector<pa::ResultRow>& rows, const std::vector<pa::Dec
     std::printf("\nauto rule: grouped_mma_ws (then grouped_mma where its ring does not fit), except per_head_tgs4 for\n"
                 "B * Hkv < %d and for groups above 32; grouped_mma_bulk first where grouped_mma_ws runs two CTAs\n"
                 "per SM, grouped_mma_units before all, and grouped_mma_aligned before it where two 8-head CTAs\n"
-                "share at least 95 %% of the SMs; the first of these the GPU can run\n",
-                lesson02::kMinGroupedCtas);
+                "share at least %.0f %% of the SMs; the first of these the GPU can run\n",
+                lesson02::kMinGroupedCtas, 100 * lesson02::step13::kTwoPerSmShare);
 }
 
 // --timeline: step 10's timeline build (common/timeline.h) on each shape, checked against the

@@ -132,8 +132,9 @@ pa::LaunchGeometry geometry(const pa::DecodeShape& s, const pa::DeviceInfo& info
 // loads and V moved to a padded work tile, both without bank conflicts; sm_90, as step 12.
 namespace lesson02::step13 {
 // Where `auto` takes step 13 before step 12: a grid of 8-head CTAs that puts two CTAs on at
-// least 95 % of the SMs. Where a CTA streams alone, step 13's own loads and the V tile's move
-// cost more than its aligned copies gain (README, step 13).
+// least kTwoPerSmShare of the SMs. Where a CTA streams alone, step 13's own loads and the V
+// tile's move cost more than its aligned copies gain (README, step 13).
+constexpr double kTwoPerSmShare = 0.95;
 bool fills_two_per_sm(const pa::DecodeShape& s, const pa::DeviceInfo& info);
 std::string why_not(const pa::DecodeShape& s, const pa::DeviceInfo& info);
 void launch(const pa::PagedDecodeArgs& a, cudaStream_t stream);
