@@ -1,7 +1,8 @@
 // Host side shared by steps 10 to 13: one CTA of kMmaThreads per (sequence, KV head),
-// MmaLayout's shared memory, step 10's layout rule (step 12's for 12 and 13). Each step's .cu names its kernel family
-// (a struct whose kernel<T, D, HEADS, CTAS_PER_SM>() is the instantiation) and includes this
-// header, so that each family still compiles once, in its own file.
+// MmaLayout's shared memory, step 10's layout rule (step 12's for 12 and 13). Each step's .cu
+// names its kernel family (a struct whose kernel<T, D, HEADS, CTAS_PER_SM>() is the
+// instantiation) and includes this header, so that each family still compiles once, in its
+// own file.
 #pragma once
 
 #include <cuda_runtime.h>
