@@ -430,13 +430,14 @@ TEST_CASE("lesson02 auto follows its stated rule", "[gpu][lesson02]") {
     CHECK(picks(1, 8, 4, info) == grouped);      // 4 grouped CTAs: the smallest grid it takes
     CHECK(picks(4, 32, 32, info) == grouped);    // MHA, 128 CTAs (<= SMs: one per SM)
     CHECK(picks(16, 64, 4, info) == grouped);    // 64 CTAs of 16 heads: one per SM
-    // two 8-head CTAs on at least kTwoPerSmShare of the SMs: step 13 on sm_90
+    // a grid of 8-head CTAs at least kGridOverSms times the SMs: step 13 on sm_90
     const std::string aligned = bulk_runs_here(info) ? "grouped_mma_aligned" : "grouped_mma_ws";
     // B * Hkv at the threshold, with Hkv 1
-    const int two_per_sm_b = static_cast<int>(std::ceil(2 * lesson02::step13::kTwoPerSmShare * info.sms));
+    const int shared_b = static_cast<int>(std::ceil(lesson02::step13::kGridOverSms * info.sms));
     CHECK(picks(128, 32, 32, info) == aligned);  // MHA, 4096 CTAs
-    CHECK(picks(two_per_sm_b, 8, 1, info) == aligned);
-    CHECK(picks(two_per_sm_b - 1, 8, 1, info) == grouped);
+    CHECK(picks(shared_b, 8, 1, info) == aligned);
+    CHECK(picks(shared_b - 1, 8, 1, info) == grouped);
+    CHECK(picks(24, 64, 8, info) == aligned);    // 192 CTAs: 60 SMs hold two
     CHECK(picks(2 * info.sms, 32, 1, info) == grouped);  // MQA: 32 heads a CTA
     // pages of 8 (smaller than step 12's units): step 11 where step 10 runs two CTAs per SM, else step 10
     auto picks_pages8 = [&](int B, int H, int Hkv) {

@@ -100,8 +100,9 @@ pa::LaunchGeometry geometry(const Config& c, const pa::DecodeShape& s, const pa:
 //    measured and matched step 11 at two CTAs per SM. Where it cannot run (pages smaller than
 //    its units), step 11 where step 10 would run two CTAs per SM: there its bulk rows won on
 //    every shape measured; at one CTA per SM they lost on the long and large shapes (README,
-//    steps 11 and 12). And step 13 before step 12 where two 8-head CTAs share nearly every SM
-//    (step13::fills_two_per_sm): there its aligned copies won; elsewhere step 12 was faster.
+//    steps 11 and 12). And step 13 before step 12 where the grid of 8-head CTAs is at least
+//    1.1 times the SMs (step13::shares_sms): there its aligned copies won; on one CTA per SM
+//    step 12 was faster or level.
 //  * the per-head mapping with the ring (step 6, TGS 4) for a grouped grid of fewer than
 //    kMinGroupedCtas CTAs: the per-head grid's parallelism is worth more than the re-reads,
 //    which the other heads' CTAs find in L2; and for a group above 32, which has no grouped
@@ -117,7 +118,7 @@ std::vector<Config> auto_preference(const pa::DecodeShape& s, const pa::DeviceIn
                                  Config{Step::grouped, Mapping::grouped, 4}, per_head, wide};
     if (step10::ctas_per_sm(s, info) == 2) prefs.insert(prefs.begin(), Config{Step::grouped_mma_bulk});
     prefs.insert(prefs.begin(), Config{Step::grouped_mma_units});
-    if (step13::fills_two_per_sm(s, info)) prefs.insert(prefs.begin(), Config{Step::grouped_mma_aligned});
+    if (step13::shares_sms(s, info)) prefs.insert(prefs.begin(), Config{Step::grouped_mma_aligned});
     return prefs;
 }
 

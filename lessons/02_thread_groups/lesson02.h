@@ -53,7 +53,8 @@ pa::LaunchGeometry geometry(const Config& c, const pa::DecodeShape& s, const pa:
 //     for step 10's ring), then grouped_tgs4; with grouped_mma_bulk (sm_90) first where
 //     step 10 runs two CTAs per SM (8 heads a CTA, more grouped CTAs than SMs), and
 //     grouped_mma_units (sm_90, pages of at least one unit) before everything, and
-//     grouped_mma_aligned before that where two 8-head CTAs share nearly every SM.
+//     grouped_mma_aligned before that where the grid of 8-head CTAs is at least 1.1 times
+//     the SMs.
 constexpr int kMinGroupedCtas = 4;
 std::vector<Config> auto_preference(const pa::DecodeShape& s, const pa::DeviceInfo& info);
 Config auto_config(const pa::DecodeShape& s, const pa::DeviceInfo& info);

@@ -117,9 +117,9 @@ void summarize(const std::vector<pa::ResultRow>& rows, const std::vector<pa::Dec
     if (has_all(pa::table_c_tgs_sweep())) print_tgs_sweep(idx);
     std::printf("\nauto rule: grouped_mma_ws (then grouped_mma where its ring does not fit), except per_head_tgs4 for\n"
                 "B * Hkv < %d and for groups above 32; grouped_mma_bulk first where grouped_mma_ws runs two CTAs\n"
-                "per SM, grouped_mma_units before all, and grouped_mma_aligned before it where two 8-head CTAs\n"
-                "share at least %.0f %% of the SMs; the first of these the GPU can run\n",
-                lesson02::kMinGroupedCtas, 100 * lesson02::step13::kTwoPerSmShare);
+                "per SM, grouped_mma_units before all, and grouped_mma_aligned before it where the grid of\n"
+                "8-head CTAs is at least %.1f times the SMs; the first of these the GPU can run\n",
+                lesson02::kMinGroupedCtas, lesson02::step13::kGridOverSms);
 }
 
 // --timeline: step 10's timeline build (common/timeline.h) on each shape, checked against the

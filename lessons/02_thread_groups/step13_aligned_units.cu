@@ -15,8 +15,8 @@ struct Kernels {
 
 }  // namespace
 
-bool fills_two_per_sm(const pa::DecodeShape& s, const pa::DeviceInfo& info) {
-    return step10::heads_per_cta(s.group()) == 8 && static_cast<long long>(s.B) * s.Hkv >= 2 * kTwoPerSmShare * info.sms;
+bool shares_sms(const pa::DecodeShape& s, const pa::DeviceInfo& info) {
+    return step10::heads_per_cta(s.group()) == 8 && static_cast<long long>(s.B) * s.Hkv >= kGridOverSms * info.sms;
 }
 
 std::string why_not(const pa::DecodeShape& s, const pa::DeviceInfo& info) { return unit_family_why_not<Kernels>(s, info); }

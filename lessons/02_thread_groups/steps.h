@@ -131,11 +131,12 @@ pa::LaunchGeometry geometry(const pa::DecodeShape& s, const pa::DeviceInfo& info
 // Step 13: step 12 with its units landing 128-byte aligned, K read by the lanes' own 16-byte
 // loads and V moved to a padded work tile, both without bank conflicts; sm_90, as step 12.
 namespace lesson02::step13 {
-// Where `auto` takes step 13 before step 12: a grid of 8-head CTAs that puts two CTAs on at
-// least kTwoPerSmShare of the SMs. Where a CTA streams alone, step 13's own loads and the V
-// tile's move cost more than its aligned copies gain (README, step 13).
-constexpr double kTwoPerSmShare = 0.95;
-bool fills_two_per_sm(const pa::DecodeShape& s, const pa::DeviceInfo& info);
+// Where `auto` takes step 13 before step 12: a grid of 8-head CTAs at least kGridOverSms times
+// the SMs, so that the two-per-SM layout puts two CTAs on a tenth of the SMs or more. Where
+// every CTA streams alone, step 13's own loads and the V tile's move cost more than its aligned
+// copies gain; just past one CTA per SM the two were level (README, step 13; NOTES).
+constexpr double kGridOverSms = 1.1;
+bool shares_sms(const pa::DecodeShape& s, const pa::DeviceInfo& info);
 std::string why_not(const pa::DecodeShape& s, const pa::DeviceInfo& info);
 void launch(const pa::PagedDecodeArgs& a, cudaStream_t stream);
 pa::LaunchGeometry geometry(const pa::DecodeShape& s, const pa::DeviceInfo& info);
