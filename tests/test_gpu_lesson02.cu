@@ -437,7 +437,7 @@ TEST_CASE("lesson02 auto follows its stated rule", "[gpu][lesson02]") {
     CHECK(picks(128, 32, 32, info) == aligned);  // MHA, 4096 CTAs
     CHECK(picks(shared_b, 8, 1, info) == aligned);
     CHECK(picks(shared_b - 1, 8, 1, info) == grouped);
-    CHECK(picks(24, 64, 8, info) == aligned);    // 192 CTAs: 60 SMs hold two
+    CHECK(picks(24, 64, 8, info) == aligned);    // 192 CTAs, past the threshold on 128 to 174 SMs
     CHECK(picks(2 * info.sms, 32, 1, info) == grouped);  // MQA: 32 heads a CTA
     // pages of 8 (smaller than step 12's units): step 11 where step 10 runs two CTAs per SM, else step 10
     auto picks_pages8 = [&](int B, int H, int Hkv) {
