@@ -1044,21 +1044,26 @@ def lesson04_cudnn_caption(ctx, gpu, c):
             f"under 1 is faster than cuDNN SDPA.")
 
 
+LESSON04_CUDNN_COLUMNS = [
+    c_shape(), c_time("lesson 03 `auto` us", "lesson03_auto", fmt=us2),
+    c_ratio("/ cuDNN", "lesson03_auto", CUDNN, fmt="{:.3f}"), c_time("`auto` us", "auto", fmt=us2), c_pct("auto"),
+    c_time("cuDNN us", CUDNN, fmt=us2), c_ratio("`auto` / cuDNN", "auto", CUDNN, fmt="{:.3f}")]
+
+
 def lesson04_cudnn_footer(rows):
-    n = len(rows)
-    under = lambda i: sum(float(r[i]) <= 1.0 for r in rows)
-    return ["at or under cuDNN", "", f"{under(2)} of {n}", "", "", "", f"{under(6)} of {n}"]
+    """Under each ratio column (its head ends in "/ cuDNN"), how many shapes are at or under 1."""
+    cells = ["at or under cuDNN"] + [""] * (len(LESSON04_CUDNN_COLUMNS) - 1)
+    for i, col in enumerate(LESSON04_CUDNN_COLUMNS):
+        if col.head.endswith("/ cuDNN"):
+            cells[i] = f"{sum(float(r[i]) <= 1.0 for r in rows)} of {len(rows)}"
+    return cells
 
 
 grid("lesson04_cudnn",
      """Lesson 04 NOTES: Table A, L2-cold: lesson 03's auto and this lesson's auto (lesson04_plans.csv)
     beside cuDNN SDPA (peers_sdpa.csv of the same GPU) and the ratios; a last row counts the shapes
     at or under cuDNN's time.""",
-     "lesson04_plans.csv", "04", TABLE_A,
-     [c_shape(), c_time("lesson 03 `auto` us", "lesson03_auto", fmt=us2),
-      c_ratio("/ cuDNN", "lesson03_auto", CUDNN, fmt="{:.3f}"), c_time("`auto` us", "auto", fmt=us2), c_pct("auto"),
-      c_time("cuDNN us", CUDNN, fmt=us2), c_ratio("`auto` / cuDNN", "auto", CUDNN, fmt="{:.3f}")],
-     lesson04_cudnn_caption, lesson04_cudnn_footer)
+     "lesson04_plans.csv", "04", TABLE_A, LESSON04_CUDNN_COLUMNS, lesson04_cudnn_caption, lesson04_cudnn_footer)
 
 
 # ---------------------------------------------------------------------------------------
