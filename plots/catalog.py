@@ -161,8 +161,9 @@ LESSON04_PEERS = ("flashinfer_decode", "flashinfer_decode_tc")
 
 # Lesson 05: its steps, those that compact, and those that run on sm_90 only (a CSV of another GPU
 # has no such rows).
-LESSON05_STEPS = ("dense", "zero_skip", "compact_atomic", "compact_ordered", "split_k_compact", "split_k_cluster")
-LESSON05_COMPACTION = ("compact_atomic", "compact_ordered", "split_k_compact", "split_k_cluster")
+LESSON05_STEPS = ("dense", "zero_skip", "compact_atomic", "compact_ordered", "split_k_compact", "split_k_cluster",
+                  "branchless_gate")
+LESSON05_COMPACTION = ("compact_atomic", "compact_ordered", "split_k_compact", "split_k_cluster", "branchless_gate")
 LESSON05_HOPPER = ("split_k_cluster",)
 
 # Lesson 06: the methods its results table shows (variant <method>_<policy>; steps 1, 2, 3, 9 and

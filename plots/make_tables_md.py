@@ -43,7 +43,8 @@ PEER_DECODE = [("sdpa_flash", "peers_sdpa.csv"), ("sdpa_cudnn", "peers_sdpa.csv"
                ("flashinfer_decode", "peers_flashinfer.csv"), ("flashinfer_decode_tc", "peers_flashinfer.csv")]
 PEER_PREFILL = [("sdpa_flash", "peers_sdpa.csv"), ("sdpa_cudnn", "peers_sdpa.csv"),
                 ("flashinfer_prefill", "peers_flashinfer.csv"), ("flashinfer_prefill_sm90", "peers_flashinfer.csv")]
-LESSON05_VARIANTS = ["zero_skip", "compact_atomic", "compact_ordered", "split_k_compact", "split_k_cluster"]
+LESSON05_VARIANTS = ["zero_skip", "compact_atomic", "compact_ordered", "split_k_compact", "split_k_cluster",
+                     "branchless_gate"]
 # Lesson 06's steps in the TFLOPS table (as lesson 06's README table: catalog.LESSON06_METHODS); the last
 # is the lesson's last step, whose softmax the sentence holds against the fastest peer.
 LESSON06_METHODS = list(C.LESSON06_METHODS)

@@ -21,7 +21,8 @@ import plotlib
 from plotlib import plt
 
 VARIANTS = (("zero_skip", "#ff7f0e", "s"), ("compact_atomic", "#2ca02c", "o"), ("compact_ordered", "#1f77b4", "D"),
-            ("split_k_compact", "#d62728", "^"), ("split_k_cluster", "#9467bd", "v"))  # the last: sm_90 only
+            ("split_k_compact", "#d62728", "^"), ("split_k_cluster", "#9467bd", "v"),  # split_k_cluster: sm_90 only
+            ("branchless_gate", "#8c564b", "P"))
 NEEDS = ("sigma", "zero_share", "limit_speedup")
 
 

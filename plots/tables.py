@@ -772,7 +772,7 @@ def ladder_table(ctx, lesson):
     where = {"05": f" at sigma {extra}", "06": f", prefix {extra}, causal"}.get(lesson, "")
     return (f"The ladder: each step file, the idea it adds (its header's first sentence), the lines of code it "
             f"adds over the step before (comments and blank lines dropped; step 1: all of its own; a step "
-            f"whose header diffs it against another lesson's file: over that file), and its "
+            f"whose header diffs it against another file: over that file), and its "
             f"variant's L2-cold median on {shape}{where} from {ctx.link(c)} ({gpu_name(gpu)}), with the "
             "speedup over the step before.\n\n"
             + table(["step", "file", "the idea", "lines added", "variant", "us", "speedup"], rows, right={0, 3, 5, 6}))

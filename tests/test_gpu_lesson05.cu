@@ -1,10 +1,10 @@
 // Lesson 05 (the gated decode: gate, k_ahead, smem_pages, l2_hints, scores_in_slot,
 // bulk_rows, dense, zero_skip, compact_atomic, compact_ordered, split_k_compact,
-// split_k_cluster) on the GPU, against the double-precision gated
+// split_k_cluster, branchless_gate) on the GPU, against the double-precision gated
 // reference. Every test here is labelled `gpu`. The problems hold NaN in every cache slot no
 // sequence owns, so a kernel that copies a V row past a sequence's end fails.
 // split_k_cluster runs on sm_90 in a build with sm_90 code; elsewhere it must refuse, by
-// name, and the tests run the other steps. Steps 7-11 also run forced onto the 2-slot ring
+// name, and the tests run the other steps. Steps 7-11 and 13 also run forced onto the 2-slot ring
 // (lesson05::small_ring_variants: the layout of GPUs with 99 KiB a CTA), wherever
 // every_step runs, so a large GPU checks that layout too.
 #include <catch2/catch_test_macros.hpp>
@@ -62,7 +62,7 @@ std::vector<pa::DecodeVariant> steps_here(const lesson05::Gate& gate) {
     return v;
 }
 
-// Steps 7-11 on the 2-slot ring, and split-k there at partitions of 128 tokens.
+// Steps 7-11 and 13 on the 2-slot ring, and split-k there at partitions of 128 tokens.
 std::vector<pa::DecodeVariant> ring2_steps(const lesson05::Gate& gate) {
     std::vector<pa::DecodeVariant> v = lesson05::small_ring_variants(gate);
     v.push_back(lesson05::split_k_variant(128, gate, true));
@@ -169,6 +169,7 @@ TEST_CASE("lesson05 the 2-slot ring gives the same bits as the larger layouts (o
                 {lesson05::variant("dense", gate), lesson05::small_ring_variants(gate)[0]},
                 {lesson05::variant("zero_skip", gate), lesson05::small_ring_variants(gate)[1]},
                 {lesson05::variant("compact_ordered", gate), lesson05::small_ring_variants(gate)[3]},
+                {lesson05::variant("branchless_gate", gate), lesson05::small_ring_variants(gate)[5]},
                 {lesson05::split_k_variant(256, gate), lesson05::split_k_variant(256, gate, true)}};
             for (const auto& [big, ring2] : pairs) {
                 INFO(s.name << " " << big.name << " vs " << ring2.name);
@@ -305,6 +306,37 @@ TEST_CASE("lesson05 compact_ordered, split_k_compact and split_k_cluster are bit
             CHECK(off == 0);
         }
     }
+}
+
+TEST_CASE("lesson05 branchless_gate gives compact_ordered's bits: sigma 0, 1.5 and 2.9, gamma 1 and 2.5, groups 1, "
+          "3 and 8, pages of 8, 16 and 32, lengths at and around tile ends, every layout",
+          "[gpu][lesson05]") {
+    const pa::DeviceInfo info = pa::testing::gpu_for_test();
+    const std::vector<int> lengths = {1, 2, 3, 127, 128, 129, 130, 255, 257, 1000, 2049};
+    int k = 0;
+    // few CTAs (one per SM), sms + 1 sequences (two per SM), 2 sms + 1 (two sequences per CTA)
+    for (const int B : {11, info.sms + 1, 2 * info.sms + 1})
+        for (const int group : {1, 3, 8}) {
+            std::vector<int> ctx(B);
+            for (int i = 0; i < B; ++i) ctx[i] = lengths[(i + k) % lengths.size()];
+            const pa::DType t = k % 2 ? pa::DType::fp16 : pa::DType::bf16;
+            const int bs = k % 3 == 0 ? 8 : k % 3 == 1 ? 16 : 32;
+            const pa::DecodeShape s = pa::make_shape("branchless-B" + std::to_string(B) + "-g" + std::to_string(group),
+                                                     2 * group, 2, ctx, 128, bs, t);
+            const pa::DecodeProblem p = pa::make_decode_problem(s, kSeed + 300 + k++);
+            pa::DeviceDecodeProblem dev(p);
+            for (const double sigma : {0.0, 1.5, 2.9})
+                for (const double gamma : {1.0, 2.5}) {
+                    const lesson05::Gate gate = lesson05::make_gate(sigma, gamma);
+                    INFO(s.name << " sigma " << sigma << " gamma " << gamma);
+                    const pa::DecodeVariant ordered = lesson05::variant("compact_ordered", gate);
+                    const pa::DecodeVariant branchless = lesson05::variant("branchless_gate", gate);
+                    REQUIRE(branchless.why_not(s, info).empty());
+                    CHECK(run_once(branchless, dev) == run_once(ordered, dev));
+                    CHECK(run_once(lesson05::small_ring_variants(gate)[5], dev) ==
+                          run_once(lesson05::small_ring_variants(gate)[3], dev));
+                }
+        }
 }
 
 TEST_CASE("lesson05 split_k_compact at partitions of 128, 256 and 512 over mixed lengths, launched twice (the merge "

@@ -1,5 +1,5 @@
 // Lesson 05's building blocks: what every step of its ladder does the same way. The steps
-// (step1_gate.cuh .. step12_split_k_cluster.cuh) differ in how the copies are staged (steps
+// (step1_gate.cuh .. step13_branchless_gate.cuh) differ in how the copies are staged (steps
 // 1-7) and then only in which V rows are copied and how the PV step finds them; everything
 // here is lesson 02's warp-specialised CTA (step 10), reworked for the gate.
 // This file holds the math; gated_layout.cuh the CTA's sizes, shared memory and stream

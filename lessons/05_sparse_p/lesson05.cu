@@ -24,13 +24,14 @@
 #include "step10_compact_ordered.cuh"
 #include "step11_split_k_compact.cuh"
 #include "step12_split_k_cluster.cuh"
+#include "step13_branchless_gate.cuh"
 #include "table.h"
 
 namespace lesson05 {
 
 namespace {
 
-enum class Step { dense, zero_skip, compact_atomic, compact_ordered };
+enum class Step { dense, zero_skip, compact_atomic, compact_ordered, branchless_gate };
 
 // Steps 1-6, which build up to step 7 (dense): one sequence per CTA, no `B` argument; steps
 // 1-4 run the 2-slot ring only, steps 5-6 any of the three layouts.
@@ -72,6 +73,7 @@ bool with_kernel(Step step, pa::DType t, Ring ring, int seqs, F&& f) {
                         case Step::zero_skip: f(zero_skip_gated_kernel<T, C, S, ST>, smem); return true;
                         case Step::compact_atomic: f(compact_atomic_gated_kernel<T, C, S, ST>, smem); return true;
                         case Step::compact_ordered: f(compact_ordered_gated_kernel<T, C, S, ST>, smem); return true;
+                        case Step::branchless_gate: f(branchless_gate_kernel<T, C, S, ST>, smem); return true;
                     }
                     return false;
                 }
@@ -321,6 +323,7 @@ const char* step_name(Step s) {
         case Step::zero_skip: return "zero_skip";
         case Step::compact_atomic: return "compact_atomic";
         case Step::compact_ordered: return "compact_ordered";
+        case Step::branchless_gate: return "branchless_gate";
     }
     return "?";
 }
@@ -467,13 +470,14 @@ std::vector<pa::DecodeVariant> variants(const Gate& gate) {
             early_variant(Early::scores_in_slot, gate), early_variant(Early::bulk_rows, gate),
             step_variant(Step::dense, gate),          step_variant(Step::zero_skip, gate),
             step_variant(Step::compact_atomic, gate), step_variant(Step::compact_ordered, gate),
-            split_k_variant(0, gate),                 split_k_cluster_variant(0, gate)};
+            split_k_variant(0, gate),                 split_k_cluster_variant(0, gate),
+            step_variant(Step::branchless_gate, gate)};
 }
 
 std::vector<pa::DecodeVariant> small_ring_variants(const Gate& gate) {
     return {step_variant(Step::dense, gate, true),          step_variant(Step::zero_skip, gate, true),
             step_variant(Step::compact_atomic, gate, true), step_variant(Step::compact_ordered, gate, true),
-            split_k_variant(0, gate, true)};
+            split_k_variant(0, gate, true),                step_variant(Step::branchless_gate, gate, true)};
 }
 
 pa::DecodeVariant variant(const std::string& name, const Gate& gate) {

@@ -20,14 +20,14 @@ Gate make_gate(double sigma, double gamma = 1.0);  // validated (pa::reference::
 // ring), scores_in_slot, bulk_rows (one sequence per CTA), dense, zero_skip, compact_atomic,
 // compact_ordered, split_k_compact (partitions from split_partition_size), split_k_cluster (sm_90 only: the
 // same partitions, at most 16, or 8 where 16 CTAs do not fit a GPC, merged in a
-// thread-block cluster).
+// thread-block cluster), branchless_gate (step 10 with the gate of step 13).
 std::vector<pa::DecodeVariant> variants(const Gate& gate);
 // One of them by name; throws std::invalid_argument for another name.
 pa::DecodeVariant variant(const std::string& name, const Gate& gate);
 // split_k_compact with a fixed partition size (a positive multiple of 128 tokens), for the
 // tests: named split_k_compact_<P>. `small_ring`: on the 2-slot ring, as small_ring_variants.
 pa::DecodeVariant split_k_variant(int partition_size, const Gate& gate, bool small_ring = false);
-// Steps 7-11 on the layout that GPUs with 99 KiB of shared memory a CTA (sm_86, sm_89) run
+// Steps 7-11 and 13 on the layout that GPUs with 99 KiB of shared memory a CTA (sm_86, sm_89) run
 // (gated_layout.cuh: one CTA per SM, a 2-slot ring, K one tile ahead), whatever this GPU has:
 // the tests check it on a larger one. Named <step>_ring2. Without them, a launch takes that
 // layout only where the two others do not fit.

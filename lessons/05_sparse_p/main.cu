@@ -1,6 +1,6 @@
-// lesson05_sparse_p: checks the twelve steps of the gated decode (gate, k_ahead, smem_pages,
+// lesson05_sparse_p: checks the thirteen steps of the gated decode (gate, k_ahead, smem_pages,
 // l2_hints, scores_in_slot, bulk_rows, dense, zero_skip, compact_atomic, compact_ordered,
-// split_k_compact, split_k_cluster; the last on sm_90 only)
+// split_k_compact, split_k_cluster, branchless_gate; split_k_cluster on sm_90 only)
 // against the CPU reference at sigma 0, 1.5 and 2.9, then measures them on Table C with the
 // byte model beside every row: the share of zero weights per query head and per KV row, the
 // bytes a decode that skips the unused V rows needs, and the speedup those bytes allow over
