@@ -1,4 +1,4 @@
-// Lesson 02's variants, as main.cu and the tests run them: the twelve steps of the ladder
+// Lesson 02's variants, as main.cu and the tests run them: the thirteen steps of the ladder
 // (steps.h has each step's launcher), the automatic choice, and the check shapes that
 // catch the group-mask trap. Compiled once in lesson02.cu.
 #pragma once
