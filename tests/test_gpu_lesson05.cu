@@ -21,6 +21,7 @@
 #include "gpu_cases.h"
 #include "lesson05.h"
 #include "sparsity.h"
+#include "step13_branchless_gate.cuh"  // div3_rn
 
 namespace {
 
@@ -306,6 +307,39 @@ TEST_CASE("lesson05 compact_ordered, split_k_compact and split_k_cluster are bit
             CHECK(off == 0);
         }
     }
+}
+
+// Counts the x in [first, first + n) (as bit patterns) where div3_rn(x) (NAIVE: x times the
+// float nearest 1/3, one rounding) is not x / 3.0f, the IEEE division, bit for bit.
+template <bool NAIVE>
+__global__ void div3_mismatches(unsigned long long* count, unsigned first, unsigned n) {
+    unsigned long long local = 0;
+    for (unsigned i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x) {
+        const float x = __uint_as_float(first + i);
+        const float q = NAIVE ? x * (1.f / 3.f) : lesson05::div3_rn(x);
+        local += __float_as_uint(q) != __float_as_uint(x / 3.0f);
+    }
+    if (local) atomicAdd(count, local);
+}
+
+unsigned long long count_div3_mismatches(bool naive, unsigned first, unsigned n) {
+    pa::DeviceBuffer<unsigned long long> count(1);
+    count.fill_bytes(0);
+    if (naive)
+        div3_mismatches<true><<<1024, 256>>>(count.get(), first, n);
+    else
+        div3_mismatches<false><<<1024, 256>>>(count.get(), first, n);
+    CUDA_CHECK_LAUNCH();
+    return count.download()[0];
+}
+
+TEST_CASE("lesson05 div3_rn (step 13's gate) equals x / 3.0f bit for bit for every finite x >= 0, denormals "
+          "included, and for +inf; one rounding of x * (1/3) does not",
+          "[gpu][lesson05]") {
+    pa::testing::gpu_for_test();
+    CHECK(count_div3_mismatches(false, 0u, 0x7f800000u) == 0);  // 0 .. the largest finite float
+    CHECK(count_div3_mismatches(false, 0x7f800000u, 1u) == 0);  // +inf
+    CHECK(count_div3_mismatches(true, 0x3f800000u, 1u << 23) > 0);  // [1, 2): the naive product misses some
 }
 
 TEST_CASE("lesson05 branchless_gate gives compact_ordered's bits: sigma 0, 1.5 and 2.9, gamma 1 and 2.5, groups 1, "

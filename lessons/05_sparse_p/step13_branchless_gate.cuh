@@ -14,9 +14,10 @@
 // itself, and t - 1 and t - 2 clamped to 0; what a head past the group, a token past the
 // end or the first two tokens of a tile must not use is dropped by a select after the load.
 // And x / 3 is div3_rn: two FMAs round the product by 1/3 to the nearest float, which
-// equals x / 3 for every finite x >= 0 (checked over all 2^31 of them; the sum of three r is
-// never negative), with no slow path. The weights are the same bits as step 10's (the GPU
-// tests compare the two outputs bit for bit); what the gate costs now is in the README.
+// equals x / 3 for every finite x >= 0 (a GPU test checks all 2^31 of them; the sum of
+// three r is never negative), with no slow path. The weights are the same bits as step 10's (the GPU
+// tests compare the two outputs bit for bit, and div3_rn with x / 3 for every x); what the
+// gate costs now is in NOTES.md ("Step 13").
 // Run: lesson05_sparse_p [--check | --bench] --variant branchless_gate
 #pragma once
 
@@ -26,9 +27,10 @@ namespace lesson05 {
 
 // x / 3, rounded to the nearest float, for every x >= 0 (+inf included): q0 = x * (1/3)
 // rounded, then one FMA step with the remainder x - 3 q0 (exact in an FMA) corrects q0 to
-// the nearest float. Compared with x / 3.0f for every finite x >= 0, denormals included: equal
-// for all of them. The gate's x, a sum of three r = max(s, 0), is never negative or NaN, so
-// the IEEE division's check for its slow path has nothing to catch here.
+// the nearest float. Equal to x / 3.0f for every finite x >= 0, denormals included (the GPU
+// test "div3_rn ... equals x / 3.0f" compares all of them). The gate's x, a sum of three
+// r = max(s, 0), is never negative or NaN, so the IEEE division's check for its slow path
+// has nothing to catch here.
 static_assert(kFirK == 3, "div3_rn divides by the gate's 3 taps");
 __device__ __forceinline__ float div3_rn(float x) {
     constexpr float kThird = 1.f / 3.f;
@@ -64,13 +66,13 @@ template <class scalar_t, int CTAS_PER_SM, int SEQS,  // SEQS: sequences per CTA
           int STAGES = default_stages(CTAS_PER_SM)>  // the ring: Layout
 __global__ void __launch_bounds__(kThreads, CTAS_PER_SM)
 branchless_gate_kernel(scalar_t* __restrict__ out,             // [B, H, D]
-                             const scalar_t* __restrict__ q,         // [B, H, D]
-                             const scalar_t* __restrict__ k_cache,   // [num_blocks, Hkv, block_size, D]
-                             const scalar_t* __restrict__ v_cache,   // [num_blocks, Hkv, block_size, D]
-                             const int* __restrict__ block_table,    // [B, max_blocks_per_seq]
-                             const int* __restrict__ context_lens,   // [B]
-                             int H, int Hkv, int group, int block_size, int max_blocks_per_seq, float scale, GateArgs gate,
-                             int B) {
+                       const scalar_t* __restrict__ q,         // [B, H, D]
+                       const scalar_t* __restrict__ k_cache,   // [num_blocks, Hkv, block_size, D]
+                       const scalar_t* __restrict__ v_cache,   // [num_blocks, Hkv, block_size, D]
+                       const int* __restrict__ block_table,    // [B, max_blocks_per_seq]
+                       const int* __restrict__ context_lens,   // [B]
+                       int H, int Hkv, int group, int block_size, int max_blocks_per_seq, float scale, GateArgs gate,
+                       int B) {
     using L = Layout<CTAS_PER_SM, STAGES>;
     constexpr int kStages = L::kStages;
     constexpr int kBufs = L::kBufs;
