@@ -10,9 +10,9 @@
 // with `if (h < num_heads && t < n)` and divides by 3 with the IEEE division, whose slow
 // path is a call: the compiler makes each head a branch region of its own, so the eight
 // heads' loads follow one another, each waiting its shared-memory latency. Here
-// (gate_token_branchless) every load reads a valid address whatever the token: the token
-// itself, and t - 1 and t - 2 clamped to 0; what a head past the group, a token past the
-// end or the first two tokens of a tile must not use is dropped by a select after the load.
+// (gate_token_branchless) every load is made, from an address chosen first: the token's own
+// score, and for t - 1 and t - 2 the tile's score or, for the first two tokens, the carry;
+// what a head past the group or a token past the end must not use is dropped by a select.
 // And x / 3 is div3_rn: two FMAs round the product by 1/3 to the nearest float, which
 // equals x / 3 for every finite x >= 0 (a GPU test checks all 2^31 of them; the sum of
 // three r is never negative), with no slow path. The weights are the same bits as step 10's (the GPU
@@ -39,23 +39,21 @@ __device__ __forceinline__ float div3_rn(float x) {
     return isinf(x) ? x : fmaf(rem, kThird, q0);
 }
 
-// gate_token (gated_tile.cuh) with every load unconditional and a select in place of each
-// branch: the same weights and carry, in the same bits.
+// gate_token (gated_tile.cuh) with every load unconditional (its address selected) and a
+// select in place of each branch: the same weights and carry, in the same bits.
 template <int REGION>
 __device__ __forceinline__ void gate_token_branchless(float (&p)[kHeads], const float* scores, const float* carry_in,
                                                       float* carry_out, int t, int n, int num_heads, GateArgs gate) {
-    const int t1 = max(t - 1, 0), t2 = max(t - 2, 0);  // valid addresses; what t < 2 reads comes from the carry
 #pragma unroll
     for (int h = 0; h < kHeads; ++h) {
         const bool live = h < num_heads && t < n;
-        const float s0 = scores[score_index<REGION>(h, t)];
-        const float s1 = scores[score_index<REGION>(h, t1)];
-        const float s2 = scores[score_index<REGION>(h, t2)];
-        const float c1 = carry_in[2 * h + 1];          // r_{T-1}
-        const float c2 = carry_in[2 * h + min(t, 1)];  // t = 0: r_{T-2}; t = 1: r_{T-1}
+        // the two tokens before t: scores in this tile, r of the tile before (the carry) for t < 2
+        const float* at1 = t >= 1 ? scores + score_index<REGION>(h, t - 1) : carry_in + 2 * h + 1;
+        const float* at2 = t >= 2 ? scores + score_index<REGION>(h, t - 2) : carry_in + 2 * h + t;
+        const float s0 = scores[score_index<REGION>(h, t)], s1 = *at1, s2 = *at2;
         const float r0 = live ? fmaxf(s0, 0.f) : 0.f;
-        const float r1 = t >= 1 ? fmaxf(s1, 0.f) : c1;
-        const float r2 = t >= 2 ? fmaxf(s2, 0.f) : c2;
+        const float r1 = t >= 1 ? fmaxf(s1, 0.f) : s1;
+        const float r2 = t >= 2 ? fmaxf(s2, 0.f) : s2;
         const float a = div3_rn(r0 + r1 + r2);
         p[h] = live ? gate.gamma * fminf(fmaxf(r0 - gate.sigma * a, 0.f), 1.f) : 0.f;
         if (t >= kTile - 2) carry_out[2 * h + t - (kTile - 2)] = r0;
