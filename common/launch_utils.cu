@@ -4,6 +4,7 @@
 #include <map>
 #include <mutex>
 #include <set>
+#include <tuple>
 #include <utility>
 
 #include "cuda_check.cuh"
@@ -120,6 +121,33 @@ int max_cluster_ctas(const void* kernel, int threads, int smem) {
         int clusters = 0;
         CUDA_CHECK(cudaOccupancyMaxActiveClusters(&clusters, kernel, &cfg));
         it = known.emplace(key, clusters >= 1 ? 16 : 8).first;
+    }
+    return it->second;
+}
+
+int max_active_clusters(const void* kernel, int threads, int smem, int cluster_ctas) {
+    static std::mutex mu;
+    static std::map<std::tuple<int, const void*, int, int, int>, int> known;
+    if (cached_attribute(cudaDevAttrComputeCapabilityMajor) < 9) return 0;
+    const auto key = std::make_tuple(current_device(), kernel, threads, smem, cluster_ctas);
+    std::lock_guard<std::mutex> lock(mu);
+    auto it = known.find(key);
+    if (it == known.end()) {
+        opt_in_max_dynamic_smem(kernel);
+        cudaLaunchConfig_t cfg = {};
+        cfg.gridDim = dim3(1, 1, cluster_ctas);
+        cfg.blockDim = dim3(threads);
+        cfg.dynamicSmemBytes = smem;
+        cudaLaunchAttribute cluster = {};
+        cluster.id = cudaLaunchAttributeClusterDimension;
+        cluster.val.clusterDim.x = 1;
+        cluster.val.clusterDim.y = 1;
+        cluster.val.clusterDim.z = cluster_ctas;
+        cfg.attrs = &cluster;
+        cfg.numAttrs = 1;
+        int clusters = 0;
+        CUDA_CHECK(cudaOccupancyMaxActiveClusters(&clusters, kernel, &cfg));
+        it = known.emplace(key, clusters).first;
     }
     return it->second;
 }

@@ -43,6 +43,10 @@ std::string sm90_code_why_not(const void* kernel, const DeviceInfo& info, const 
 // a GPC (the kernel is first allowed that non-portable size), else the portable 8; 0 below
 // sm_90, which has no clusters. Asked of the driver once per (device, kernel), then looked up.
 int max_cluster_ctas(const void* kernel, int threads, int smem);
+// How many clusters of `cluster_ctas` CTAs of `kernel` (`threads` threads, `smem` bytes of
+// dynamic shared memory a CTA; the cluster along z) the current device runs at once:
+// cudaOccupancyMaxActiveClusters, asked once per (device, kernel, size). 0 below sm_90.
+int max_active_clusters(const void* kernel, int threads, int smem, int cluster_ctas);
 
 // Launches kernel<<<grid, block, 0, stream>>>(args...), as a programmatic dependent of the
 // kernel before it on the stream when `dependent` is set and the kernel's code was built for

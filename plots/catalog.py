@@ -148,7 +148,7 @@ LESSON03_SPLIT = ["split_k_64", "split_k_128", "split_k_256", "split_k_512", "sp
 LESSON03_RULES = [("post 1", "rule_post1"), ("post 2", "rule_post2"), ("vLLM", "rule_vllm"),
                   ("split count", "rule_split_count")]
 LESSON03_LADDER = ["single_pass", "partitions", "fused_merge", "tensor_cores", "longest_first", "unit_copies",
-                   "head_rows", "flat_merge", "auto"]
+                   "head_rows", "flat_merge", "cluster_merge", "auto"]
 LESSON03_FIXED = ["split_k_128", "split_k_256", "split_k_512", "split_k_1024", "split_k_4096"]
 
 # Lesson 04: the reduce's fixes, the sweep's batches and the segment counts the table shows (the
@@ -196,7 +196,7 @@ LESSON07_PEER_TARGET_PCT = 80.0
 # The ladder tables: lesson -> (folder, CSV, headline shape, sigma (05) or prefix (06)).
 LADDERS = {
     "02": ("02_thread_groups", "lesson02.csv", "llama70b-B4-ctx2k", None),
-    "03": ("03_split_k", "lesson03.csv", "mqa-B1-ctx4k", None),
+    "03": ("03_split_k", "lesson03.csv", "mqa-B64-ctx2k", None),
     "05": ("05_sparse_p", "lesson05.csv", "h8kv4-B64-ctx1k", "1.5"),
     "06": ("06_wgmma_prefill", "lesson06.csv", "B4-T4096-H32-Hkv8", "0"),
 }

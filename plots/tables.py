@@ -763,8 +763,12 @@ def ladder_table(ctx, lesson):
     folder, csvname, shape, extra = LADDERS[lesson]
     gpu = ctx.data.gpus_or_error(csvname)[0]
     c = ctx.data.get(gpu, csvname)
-    rows, prev_us = [], None
+    rows, prev_us, missing = [], None, False
     for n, name, idea, variant, added in ladder_steps(ctx.data.root / "lessons" / folder):
+        if lesson in ("02", "03") and not c.find(lesson, variant, shape):  # a step this GPU's CSV predates
+            rows.append([n, f"`{name}`", idea, added, f"`{variant}`", "-", ""])
+            prev_us, missing = None, True
+            continue
         us = ladder_us(ctx, gpu, lesson, variant)
         rows.append([n, f"`{name}`", idea, added, f"`{variant}`", us_ladder(us),
                      f"{prev_us / us:.2f}x" if prev_us else ""])
@@ -774,7 +778,9 @@ def ladder_table(ctx, lesson):
             f"adds over the step before (comments and blank lines dropped; step 1: all of its own; a step "
             f"whose header diffs it against another file: over that file), and its "
             f"variant's L2-cold median on {shape}{where} from {ctx.link(c)} ({gpu_name(gpu)}), with the "
-            "speedup over the step before.\n\n"
+            "speedup over the step before."
+            + (" `-`: this CSV has no row of the step (a step added after this GPU's run)." if missing else "")
+            + "\n\n"
             + table(["step", "file", "the idea", "lines added", "variant", "us", "speedup"], rows, right={0, 3, 5, 6}))
 
 
@@ -1656,12 +1662,13 @@ def steps03_fastest(at):
 grid("lesson03_steps",
      """Lesson 03 README: the ladder on every measured shape (lesson03.csv), L2-cold medians: single
     pass, each step at its plan for the shape, auto; '-' where a step refuses the shape (head rows:
-    groups of 9 to 32; unit copies: sm_90).""",
+    groups of 9 to 32; unit copies: sm_90; the cluster merge: at most 4 partitions).""",
      "lesson03.csv", "03", lambda c: list(dict.fromkeys(r["shape"] for r in c.rows if r["lesson"] == "03")),
      [c_shape()] + [c_opt(f"`{v}`", v, us2) for v in LESSON03_LADDER]
      + [Col("fastest step", steps03_fastest, right=False), c_ratio("auto vs SP", "single_pass", "auto", "{:.1f}x")],
      "**{gpu}**, data {data}: each step at its plan for the shape (the CSV's `plan` column), L2-cold medians, us; "
-     "`-`: the step refuses the shape (head rows take groups of 9 to 32). Table A, Table B, then the long contexts.")
+     "`-`: the step refuses the shape (head rows take groups of 9 to 32; the cluster merge at most 4 partitions). "
+     "Table A, Table B, then the long contexts.")
 
 
 def dispatch_best(at):

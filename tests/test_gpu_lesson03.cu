@@ -211,6 +211,53 @@ TEST_CASE("lesson03 unit copies at unit and tile boundaries, partition and head-
     check_plan_on(flat_fused, pa::make_shape("flat-units-g12-D64", 24, 2, lens, 64, 32, pa::DType::fp16), kSeed, 2);
 }
 
+// Step 8: the partitions of each (sequence, KV head) one cluster, merged in it. Lengths that
+// leave partitions past a sequence's end (they return at once and the others must not read
+// them) and slices with no token, 2 to 4 partitions, fixed and even, with and without unit
+// copies, groups 12 to 32, D 64 and 128, every page size; launched twice. Small enough to run
+// alone under compute-sanitizer (test_gpu_lesson03 "lesson03 cluster merge*").
+TEST_CASE("lesson03 cluster merge: 2 to 4 partitions, sentinel partitions, groups 12 to 32, matches the reference",
+          "[gpu][lesson03]") {
+    const pa::DeviceInfo info = pa::testing::gpu_for_test();
+    auto cluster = [](lesson03::SplitPlan p) {  // step 8: the flat head-row kernel in clusters
+        p.head_rows = p.flat_merge = p.cluster = true;
+        return p;
+    };
+    const pa::DecodeShape probe = pa::make_shape("probe-g32", 32, 1, {1000});
+    if (!units_run_here(info)) {  // no sm_90 code or no sm_90 GPU: refused by name
+        const std::string why = lesson03::why_not(cluster(fixed(512)), probe, info);
+        INFO(why);
+        CHECK(why.find("cluster") != std::string::npos);
+        return;
+    }
+    const std::vector<int> lens = {1, 33, 129, 1000, 2049, 4097};  // 4097 at 2048: 3 partitions; 1 token: 2 sentinels
+    struct Group { int H, Hkv; };
+    for (const Group gr : {Group{24, 2}, Group{32, 1}, Group{40, 2}})
+        for (int bs : {8, 16, 32})
+            for (int D : {64, 128}) {
+                const pa::DType t = (gr.H + bs + D) % 2 ? pa::DType::bf16 : pa::DType::fp16;
+                const pa::DecodeShape s = pa::make_shape(
+                    pa::strf("cluster-g%d-bs%d-D%d", gr.H / gr.Hkv, bs, D), gr.H, gr.Hkv, lens, D, bs, t);
+                const uint64_t seed = kSeed + 3 * gr.H + bs + D;
+                for (int size : {1056, 2048, 4096}) check_plan_on(cluster(fixed(size)), s, seed, 2);  // 4, 2 and 2 partitions, 3 and 1 used
+                check_plan_on(cluster(even(4)), s, seed, 2);
+                if (!units_may_refuse(s, info)) {
+                    for (int size : {1056, 2048}) check_plan_on(cluster(units(fixed(size))), s, seed, 2);
+                    check_plan_on(cluster(units(even(2))), s, seed, 2);
+                }
+            }
+    // more partitions than a cluster merges, a longest-first order, a fused merge: refused by name
+    const pa::DecodeShape s = pa::make_shape("cluster-g32", 32, 1, {4097}, 128, 16, pa::DType::fp16);
+    CHECK(lesson03::why_not(cluster(fixed(512)), s, info).find("at most 4") != std::string::npos);
+    lesson03::SplitPlan lpt = cluster(fixed(2048));
+    lpt.longest_first = true;
+    CHECK(lesson03::why_not(lpt, s, info).find("grid's order") != std::string::npos);
+    CHECK(lesson03::why_not(cluster(fixed(2048, true)), s, info).find("no fused") != std::string::npos);
+    lesson03::SplitPlan no_flat = cluster(fixed(2048));
+    no_flat.flat_merge = false;
+    CHECK(lesson03::why_not(no_flat, s, info).find("flat head-row kernel") != std::string::npos);
+}
+
 TEST_CASE("lesson03 refuses what it cannot run, by name", "[gpu][lesson03]") {
     const pa::DeviceInfo info = pa::testing::gpu_for_test();
     const pa::DecodeShape g64 = pa::make_decode_shape("g64", 2, 64, 1, 100, pa::DType::fp16);

@@ -149,7 +149,12 @@ TEST_CASE("single-pass/split-k rules decide as stated", "[cpu][split_k]") {
     CHECK_FALSE(mqa.plan.fused);            // 32 heads to merge
     CHECK(mqa.plan.head_rows);              // a group of 32: the heads as mma rows
     CHECK(mqa.plan.flat_merge);             // merged by step 7's flat merge
-    CHECK(lesson03::our_rule(facts(64, 32, 1, 2048)).plan.partition_size == 1024);  // 64 * 2 = 128 CTAs
+    CHECK_FALSE(mqa.plan.cluster);          // 8 partitions: more than step 8's cluster merges
+    const lesson03::Choice mqa2 = lesson03::our_rule(facts(64, 32, 1, 2048));
+    CHECK(mqa2.plan.partition_size == 1024);  // 64 * 2 = 128 CTAs
+    CHECK(mqa2.plan.cluster);                 // 2 partitions: merged in a cluster (step 8)
+    CHECK(lesson03::our_rule(facts(32, 32, 1, 4096)).plan.cluster);        // 4 partitions of 1024
+    CHECK_FALSE(lesson03::our_rule(facts(1, 32, 32, 2048)).plan.cluster);  // group 1: no head rows
     CHECK(lesson03::our_rule(facts(1, 48, 4, 4096)).plan.head_rows);                // group 12
     CHECK_FALSE(lesson03::our_rule(facts(1, 64, 8, 4096)).plan.head_rows);          // group 8: columns fit
     CHECK_FALSE(lesson03::our_rule(facts(1, 64, 8, 4096)).plan.flat_merge);         // the head-row kernel's only
@@ -265,7 +270,7 @@ TEST_CASE("plan names parse back: parse_plan_name(plan_name(p)) == p for every k
     int splits = 0;
     for (int size : {1, 32, 64, 96, 128, 256, 512, 1024, 4096, 8192, 131072}) {
         ++splits;  // a split count of its own for each size
-        for (int bits = 0; bits < 32; ++bits) {  // fused, head rows, units, longest first, flat merge: every mix
+        for (int bits = 0; bits < 64; ++bits) {  // fused, head rows, units, longest first, flat merge, cluster: every mix
             lesson03::SplitPlan p;
             p.partition_size = size;
             p.fused = bits & 1;
@@ -273,6 +278,7 @@ TEST_CASE("plan names parse back: parse_plan_name(plan_name(p)) == p for every k
             p.units = bits & 4;
             p.longest_first = bits & 8;
             p.flat_merge = bits & 16;
+            p.cluster = bits & 32;
             plans.push_back(p);
             lesson03::SplitPlan e = p;  // the same mix with even splits
             e.partition_size = 0;
@@ -309,11 +315,14 @@ TEST_CASE("plan names parse back: parse_plan_name(plan_name(p)) == p for every k
     CHECK((p.head_rows && p.splits == 8 && p.partition_size == 0));
     REQUIRE(lesson03::parse_plan_name("split_k_rows_units_lpt_flat_1024", &p));
     CHECK((p.head_rows && p.units && p.longest_first && p.flat_merge && !p.fused && p.partition_size == 1024));
+    REQUIRE(lesson03::parse_plan_name("split_k_rows_units_flat_cluster_1024", &p));
+    CHECK((p.head_rows && p.units && p.flat_merge && p.cluster && !p.longest_first && !p.fused && p.partition_size == 1024));
     // not names of plans: the parser refuses them and leaves *out alone
     const lesson03::SplitPlan untouched = p;
     for (const char* bad : {"", "split_k", "split_k_", "split_k_0", "split_k_-5", "split_k_0256", "split_k_256x",
                             "split_k_ 256", "split_k_fused_rows_256", "split_k_lpt_units_256", "split_k_rows_flat_lpt_256",
-                            "split_k_rows_fused_flat_256", "split_k_fused_fused_256",
+                            "split_k_rows_fused_flat_256", "split_k_fused_fused_256", "split_k_rows_cluster_flat_256",
+                            "split_k_rows_flat_fused_cluster_256",
                             "split_k_even", "split_k_even0", "split_k_even8_256", "split_k_1234567890", "split_k_rows_",
                             "split_k_even", "partitions_tgs8", "partitions_tgs8_", "partitions_tgs_256", "partitions_tgs0_256",
                             "partitions_tgs8_256_", "fused_merge_tgs8_0", "fused_merge_256", "single_pass", "auto",

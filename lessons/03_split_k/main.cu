@@ -1,6 +1,6 @@
-// lesson03_split_k: checks split-k's ladder (steps 1 to 7: partitions with the sentinel and
+// lesson03_split_k: checks split-k's ladder (steps 1 to 8: partitions with the sentinel and
 // the reduce, the fused merge, tensor cores, longest first, unit copies, head rows, the flat
-// merge) and the plans against the CPU reference, then measures the ladder beside lesson 02's
+// merge, the cluster merge) and the plans against the CPU reference, then measures the ladder beside lesson 02's
 // single pass on Table A, Table B, a batch of mixed lengths and 128k-token contexts; --sweep
 // measures the plans across partition sizes instead, with the single-pass/split-k rules of the
 // posts, vLLM's, a split-count rule and this lesson's own.
@@ -173,9 +173,11 @@ int main(int argc, char** argv) {
         "  partitions (step 1: lesson 02's step 2 with a partition axis, then the reduce; every sm_80+ GPU),\n"
         "  fused_merge (step 2: the last partition CTA merges), tensor_cores (step 3: lesson 02's step 10 kernel\n"
         "  with partitions), longest_first (step 4), unit_copies (step 5, sm_90), head_rows (step 6, groups of\n"
-        "  9 to 32, sm_90), flat_merge (step 7: the head-row slices merged with every load in flight).\n"
+        "  9 to 32, sm_90), flat_merge (step 7: the head-row slices merged with every load in flight),\n"
+        "  cluster_merge (step 8: the partitions of a sequence one thread-block cluster, merged in it; sm_90).\n"
         "  --variant also takes any plan by its name: split_k_<P>, split_k_fused_<P>, split_k_rows_<P>,\n"
-        "  split_k_rows_flat_<P>, split_k_even<S>, split_k_units_<P>, split_k_units_lpt_<P>, partitions_tgs8_<P>,\n"
+        "  split_k_rows_flat_<P>, split_k_rows_units_flat_cluster_<P>, split_k_even<S>, split_k_units_<P>,\n"
+        "  split_k_units_lpt_<P>, partitions_tgs8_<P>,\n"
         "  fused_merge_tgs8_<P> (e.g. split_k_units_lpt_512, partitions_tgs8_1000, split_k_rows_even6).\n"
         "Long-context shapes (not in the catalogue list above): llama70b-B16-mixed, llama70b-B1-ctx128k,\n"
         "mqa-B1-ctx128k.\n";

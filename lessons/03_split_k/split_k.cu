@@ -18,6 +18,7 @@
 #include "step5_unit_copies.cuh"
 #include "step6_head_rows.cuh"
 #include "step7_flat_merge.cuh"
+#include "step8_cluster_merge.cuh"
 #include "split_workspace.cuh"
 #include "table.h"
 
@@ -81,6 +82,28 @@ bool with_head_rows_kernel(pa::DType t, int D, int rows, bool units, bool flat, 
     });
 }
 
+// Every cluster-merge kernel (step 8): dtype x D {64, 128} x rows {16, 32} x units x the
+// partitions it has registers for (2, or 4 for 3 and 4).
+template <class F>
+bool with_cluster_kernel(pa::DType t, int D, int rows, bool units, int partitions, F&& f) {
+    return pa::dispatch_dtype(t, [&](auto tag) {
+        using T = typename decltype(tag)::type;
+        return pa::dispatch_int<64, 128>(D, [&](auto d) {
+            return pa::dispatch_int<16, 32>(rows, [&](auto r) {
+                return pa::dispatch_int<0, 1>(units ? 1 : 0, [&](auto u) {
+                    return pa::dispatch_int<2, 4>(partitions <= 2 ? 2 : 4, [&](auto np) {
+                        f(cluster_merge_kernel<T, d.value, r.value, u.value == 1, np.value>,
+                          HeadRowLayout<d.value, r.value>::kSmemBytes, std::integral_constant<int, 8>{});
+                        return true;
+                    });
+                });
+            });
+        });
+    });
+}
+
+static_assert(kClusterMostParts == kMaxClusterParts, "the plan's bound is the kernel's");
+
 template <class F>
 bool with_reduce_kernel(pa::DType t, int D, F&& f) {
     return pa::dispatch_dtype(t, [&](auto tag) {
@@ -122,10 +145,11 @@ Launch plan_launch(const SplitPlan& p, int B, int H, int Hkv, int partitions) {
     return l;
 }
 
-// The plan's kernel (steps 3 to 7) for a launch: calls f(kernel, smem bytes, its step as an
+// The plan's kernel (steps 3 to 8) for a launch: calls f(kernel, smem bytes, its step as an
 // integral_constant); false when that combination was not built.
 template <bool FUSED, class F>
 bool with_plan_kernel(const SplitPlan& p, pa::DType t, int D, const Launch& l, F&& f) {
+    if (p.cluster) return l.heads != 0 && with_cluster_kernel(t, D, l.heads, p.units, l.partitions, f);
     if (p.head_rows) return l.heads != 0 && with_head_rows_kernel<FUSED>(t, D, l.heads, p.units, p.flat_merge, f);
     return with_partition_kernel<FUSED>(t, D, l.heads, l.ctas_per_sm, partition_step(p), f);
 }
@@ -246,7 +270,9 @@ void launch_partition_kernel(const pa::PagedDecodeArgs& a, const SplitPlan& p, c
             if (!why.empty()) throw pa::CudaError("lesson03: " + plan_name(p) + ": " + why);
         }
         pa::opt_in_max_dynamic_smem(reinterpret_cast<const void*>(kernel));
-        if constexpr (decltype(step)::value == 3) {  // fixed partitions in the grid's order only
+        if constexpr (decltype(step)::value == 8) {  // launch_cluster's (launch never sends a cluster plan here)
+            throw pa::CudaError("lesson03: " + plan_name(p) + " merges in a cluster: no scratch to write");
+        } else if constexpr (decltype(step)::value == 3) {  // fixed partitions in the grid's order only
             kernel<<<l.grid, kMmaThreads, smem, stream>>>(
                 static_cast<T*>(a.out), static_cast<const T*>(a.q), static_cast<const T*>(a.k_cache),
                 static_cast<const T*>(a.v_cache), a.block_table, a.context_lens, a.H, a.Hkv, a.H / a.Hkv, a.block_size,
@@ -264,10 +290,47 @@ void launch_partition_kernel(const pa::PagedDecodeArgs& a, const SplitPlan& p, c
                                      p.head_rows ? "head-row" : "partition", pa::dtype_name(a.dtype), a.D, l.heads));
 }
 
+// Step 8: grid (Hkv, B, P) in clusters of (1, 1, P); the kernel writes the output itself.
+void launch_cluster(const pa::PagedDecodeArgs& a, const SplitPlan& p, cudaStream_t stream) {
+    const int parts = grid_partitions(p, a.max_ctx);
+    if (parts > kClusterMostParts)
+        throw pa::CudaError(pa::strf("lesson03: %s: %d partitions, more than the %d a cluster merges", plan_name(p).c_str(),
+                                     parts, kClusterMostParts));
+    const Launch l = plan_launch(p, a.B, a.H, a.Hkv, parts);
+    const int partition_size = p.splits > 0 ? 0 : p.partition_size;
+    const bool built = with_cluster_kernel(a.dtype, a.D, l.heads, p.units, parts, [&](auto kernel, int smem, auto) {
+        using T = typename pa::KernelScalar<decltype(kernel)>::type;
+        const std::string why = pa::sm90_code_why_not(reinterpret_cast<const void*>(kernel), pa::current_device_info(),
+                                                      "the cluster merge needs thread-block clusters", "step 7 runs here");
+        if (!why.empty()) throw pa::CudaError("lesson03: " + plan_name(p) + ": " + why);
+        pa::opt_in_max_dynamic_smem(reinterpret_cast<const void*>(kernel));
+        cudaLaunchConfig_t cfg = {};
+        cfg.gridDim = l.grid;
+        cfg.blockDim = dim3(kMmaThreads);
+        cfg.dynamicSmemBytes = smem;
+        cfg.stream = stream;
+        cudaLaunchAttribute cluster = {};  // the partitions of one (sequence, KV head)
+        cluster.id = cudaLaunchAttributeClusterDimension;
+        cluster.val.clusterDim.x = 1;
+        cluster.val.clusterDim.y = 1;
+        cluster.val.clusterDim.z = parts;
+        cfg.attrs = &cluster;
+        cfg.numAttrs = 1;
+        CUDA_CHECK(cudaLaunchKernelEx(&cfg, kernel, static_cast<T*>(a.out), static_cast<const T*>(a.q),
+                                      static_cast<const T*>(a.k_cache), static_cast<const T*>(a.v_cache), a.block_table,
+                                      a.context_lens, a.H, a.Hkv, a.H / a.Hkv, a.block_size, a.max_blocks_per_seq, a.scale,
+                                      partition_size, p.splits));
+    });
+    if (!built)
+        throw pa::CudaError(pa::strf("lesson03: no cluster-merge kernel built for %s D %d with %d head rows",
+                                     pa::dtype_name(a.dtype), a.D, l.heads));
+}
+
 }  // namespace
 
 void launch_partitions(const pa::PagedDecodeArgs& a, const SplitPlan& p, const SplitScratch& s, cudaStream_t stream) {
-    if (p.fused) throw pa::CudaError("lesson03: launch_partitions writes the scratch only; a fused plan merges in its own launch");
+    if (p.fused || p.cluster)
+        throw pa::CudaError("lesson03: launch_partitions writes the scratch only; a fused or cluster plan merges in its own launch");
     if (p.tgs > 0) {  // step 1: one CTA per (query head, sequence, partition) of s
         const std::string why = step_plan_why_not(p);
         if (!why.empty()) throw pa::CudaError("lesson03: " + plan_name(p) + ": " + why);
@@ -314,6 +377,13 @@ std::string why_not(const SplitPlan& p, const pa::DecodeShape& s, const pa::Devi
         return pa::strf("head rows are for groups of 9 to 32 query heads (a 16-row mma block); group %d runs split_k_<P>",
                         s.group());
     if (p.flat_merge && !p.head_rows) return "the flat merge is the head-row kernel's (split_k_rows_..._flat_<P>)";
+    if (p.cluster && !p.flat_merge)
+        return "the cluster merge is the flat head-row kernel's (split_k_rows_..._flat_cluster_<P>)";
+    if (p.cluster && (p.fused || p.longest_first))
+        return "the cluster merge merges in its own launch and starts the partitions in the grid's order (no fused, no lpt)";
+    if (p.cluster && grid_partitions(p, s.max_ctx()) > kClusterMostParts)
+        return pa::strf("%d partitions; the cluster merge takes at most %d (step 7 runs more)",
+                        grid_partitions(p, s.max_ctx()), kClusterMostParts);
     const Launch l = plan_launch(p, s.B, s.H, s.Hkv, grid_partitions(p, s.max_ctx()));
     const size_t need = plan_smem(p, s.dtype, s.D, l);
     if (need == 0) return pa::strf("no %s kernel built for D %d", p.head_rows ? "head-row" : "partition", s.D);
@@ -321,6 +391,21 @@ std::string why_not(const SplitPlan& p, const pa::DecodeShape& s, const pa::Devi
         std::string why;
         with_plan_kernel<false>(p, s.dtype, s.D, l, [&](auto kernel, int, auto) {
             why = units_why_not(reinterpret_cast<const void*>(kernel), s.D, s.block_size, info);
+        });
+        if (!why.empty()) return why;
+    }
+    if (p.cluster) {
+        std::string why;
+        with_plan_kernel<false>(p, s.dtype, s.D, l, [&](auto kernel, int smem, auto) {
+            const void* k = reinterpret_cast<const void*>(kernel);
+            why = pa::sm90_code_why_not(k, info, "the cluster merge needs thread-block clusters", "step 7 runs here");
+            if (!why.empty() || info.smem_per_block_optin <= 0 || need + 1024 > static_cast<size_t>(info.smem_per_block_optin))
+                return;  // not this GPU's kernel, or refused below for its shared memory
+            const long long clusters = static_cast<long long>(l.grid.x) * l.grid.y;
+            const int most = pa::max_active_clusters(k, kMmaThreads, smem, static_cast<int>(l.grid.z));
+            if (clusters > most)
+                why = pa::strf("%lld clusters of %u CTAs, and this GPU runs %d at once (step 7 runs the grid in one wave)",
+                               clusters, l.grid.z, most);
         });
         if (!why.empty()) return why;
     }
@@ -334,6 +419,10 @@ std::string why_not(const SplitPlan& p, const pa::DecodeShape& s, const pa::Devi
 void launch(const pa::PagedDecodeArgs& a, const SplitPlan& p, cudaStream_t stream) {
     const int partitions = grid_partitions(p, a.max_ctx);
     // merge counters: one per (sequence, KV head) for the mma kernels, per (sequence, head) for the steps
+    if (p.cluster) {  // step 8: no scratch, no reduce
+        launch_cluster(a, p, stream);
+        return;
+    }
     const size_t counters = static_cast<size_t>(a.B) * (p.tgs > 0 ? a.H : a.Hkv);
     pa::SplitBuffers& w = g_workspace.at_least(static_cast<size_t>(a.B) * a.H * partitions * (a.D + 2), counters, stream);
     const SplitScratch s = scratch_in(w, a.B, a.H, partitions);
@@ -456,7 +545,9 @@ Choice resolve_auto(const pa::DecodeShape& s, const pa::DeviceInfo& info, bool p
     ShapeFacts f = facts_of(s, info.sms);
     f.parallel_reduce = parallel_reduce;
     Choice c = our_rule(f);
-    if (c.split && c.plan.head_rows && !why_not(c.plan, s, info).empty()) c.plan.head_rows = c.plan.flat_merge = false;
+    if (c.split && c.plan.cluster && !why_not(c.plan, s, info).empty()) c.plan.cluster = false;  // step 7 then
+    if (c.split && c.plan.head_rows && !why_not(c.plan, s, info).empty())
+        c.plan.head_rows = c.plan.flat_merge = c.plan.cluster = false;
     if (c.split && c.plan.units && !why_not(c.plan, s, info).empty()) c.plan.units = false;
     // one partition was worth it only with unit copies (our_rule): without them, the single pass
     if (c.split && !c.plan.units && grid_partitions(c.plan, s.max_ctx()) < 2) c = Choice{};
@@ -536,7 +627,8 @@ pa::DecodeVariant even_variant() {
 }
 
 const char* const kStepNames[kLadderSteps + 1] = {"",           "partitions", "fused_merge", "tensor_cores",
-                                                   "longest_first", "unit_copies", "head_rows",  "flat_merge"};
+                                                   "longest_first", "unit_copies", "head_rows",  "flat_merge",
+                                                   "cluster_merge"};
 
 }  // namespace
 
@@ -555,6 +647,8 @@ SplitPlan ladder_plan(int step, const pa::DecodeShape& s, const pa::DeviceInfo& 
         p.units = step >= 5;
         p.head_rows = step >= 6;
         p.flat_merge = step >= 7;
+        p.cluster = step >= 8;  // its own launch, in the grid's order
+        if (p.cluster) p.fused = p.longest_first = false;
     }
     if (partition_size > 0) p.partition_size = partition_size;
     return p;
@@ -620,11 +714,16 @@ std::vector<pa::DecodeVariant> check_only_variants() {
     SplitPlan rows_units32 = fixed(32, false, true), rows_units_fused32 = fixed(32, true, true), rows_units_even8 = rows_even8;
     units32.units = units_fused32.units = units_even8.units = true;
     rows_units32.units = rows_units_fused32.units = rows_units_even8.units = true;
+    SplitPlan cluster_even3 = rows_even8, cluster_units_even4 = rows_units_even8;  // step 8, sentinel partitions included
+    cluster_even3.splits = 3;
+    cluster_units_even4.splits = 4;
+    cluster_even3.flat_merge = cluster_even3.cluster = cluster_units_even4.flat_merge = cluster_units_even4.cluster = true;
     return {variant(step_plan(32, false)), variant(step_plan(32, true)),
             variant(fixed(32)), variant(fixed(32, true)), variant(even8),
             variant(fixed(32, false, true)), variant(fixed(32, true, true)), variant(rows_even8),
             variant(units32), variant(units_fused32), variant(units_even8),
-            variant(rows_units32), variant(rows_units_fused32), variant(rows_units_even8)};
+            variant(rows_units32), variant(rows_units_fused32), variant(rows_units_even8),
+            variant(cluster_even3), variant(cluster_units_even4)};
 }
 
 std::vector<pa::DecodeShape> bench_shapes() {

@@ -49,17 +49,18 @@ Choice auto_choice(const pa::DecodeShape& s, const pa::DeviceInfo& info, bool pa
 // shape, the plan ladder_plan gives: steps 1 and 2 the thread-group kernels at the largest
 // power-of-two partition whose grid gives every SM four CTAs; steps 3 to 6 our_plan's
 // partition size and fusing, with only the ideas the step has (3: fixed partitions in the
-// grid's order; 4: + longest first; 5: + unit copies; 6: + head rows; 7: + the flat merge).
+// grid's order; 4: + longest first; 5: + unit copies; 6: + head rows; 7: + the flat merge; 8: the
+// partitions merged in a cluster, in the grid's order).
 // partition_size > 0
 // (--partition P) sets every step's partition size instead. A step that cannot run a shape
 // (unit copies off sm_90, head rows outside groups of 9 to 32, ...) says why by name.
-constexpr int kLadderSteps = 7;
-// partitions, fused_merge, tensor_cores, longest_first, unit_copies, head_rows, flat_merge
+constexpr int kLadderSteps = 8;
+// partitions, fused_merge, tensor_cores, longest_first, unit_copies, head_rows, flat_merge, cluster_merge
 const char* step_name(int step);
 SplitPlan ladder_plan(int step, const pa::DecodeShape& s, const pa::DeviceInfo& info, int partition_size = 0);
 pa::DecodeVariant ladder_variant(int step, int partition_size = 0);
 
-// What a run measures: single_pass, the ladder's seven steps, auto.
+// What a run measures: single_pass, the ladder's eight steps, auto.
 std::vector<pa::DecodeVariant> bench_variants(int partition_size = 0);
 // What --sweep measures: single_pass, the plans across partition sizes (split_k_{64,128,256,512,
 // 1024,4096}, split_k_fused_{128,512}, split_k_rows_{64..1024}, split_k_rows_units_{128..1024},
@@ -68,7 +69,8 @@ std::vector<pa::DecodeVariant> bench_variants(int partition_size = 0);
 // rule's) and auto: the data of the dispatch and long-context tables.
 std::vector<pa::DecodeVariant> sweep_variants();
 // Checked, not measured: partitions of 32 (many segments) in steps 1 and 2 and in the mma kernel, fused
-// and not; 8 even splits; the same three with head rows (and with unit copies).
+// and not; 8 even splits; the same three with head rows (and with unit copies); step 8's cluster
+// merge at 3 and (with unit copies) 4 even splits.
 std::vector<pa::DecodeVariant> check_only_variants();
 
 // The measured shapes: Table A, Table B, then the long ones (pa::long_context_shapes).

@@ -77,7 +77,7 @@ std::string plan_name(const SplitPlan& p) {
                std::to_string(p.partition_size);
     const std::string kind =
         std::string(p.head_rows ? "rows_" : "") + (p.units ? "units_" : "") + (p.longest_first ? "lpt_" : "") +
-        (p.flat_merge ? "flat_" : "");
+        (p.flat_merge ? "flat_" : "") + (p.cluster ? "cluster_" : "");
     if (p.splits > 0) return "split_k_" + kind + (p.fused ? "fused_" : "") + "even" + std::to_string(p.splits);
     return "split_k_" + kind + (p.fused ? "fused_" : "") + std::to_string(p.partition_size);
 }
@@ -110,12 +110,13 @@ bool parse_plan_name(const std::string& name, SplitPlan* out) {
         if (sep == std::string::npos || !parse_count(rest.substr(0, sep), &p.tgs) ||
             !parse_count(rest.substr(sep + 1), &p.partition_size))
             return false;
-    } else {  // split_k_[rows_][units_][lpt_][flat_][fused_](<P> | even<S>), in plan_name's order
+    } else {  // split_k_[rows_][units_][lpt_][flat_][cluster_][fused_](<P> | even<S>), in plan_name's order
         if (!eat(rest, "split_k_")) return false;
         p.head_rows = eat(rest, "rows_");
         p.units = eat(rest, "units_");
         p.longest_first = eat(rest, "lpt_");
         p.flat_merge = eat(rest, "flat_");
+        p.cluster = eat(rest, "cluster_");
         p.fused = eat(rest, "fused_");
         if (eat(rest, "even")) {
             p.partition_size = 0;
@@ -213,6 +214,8 @@ SplitPlan our_plan(const ShapeFacts& f) {
     plan.flat_merge = head_rows;
     plan.units = size >= kUnitsSmallestPartition;
     plan.longest_first = !even_batch;
+    const int parts = num_partitions(f.max_ctx, plan.partition_size);
+    plan.cluster = head_rows && even_batch && parts >= 2 && parts <= kClusterMostParts;
     return plan;
 }
 

@@ -51,6 +51,9 @@ int num_partitions(int ctx, int partition_size);
 // are too small.
 // flat_merge (with head_rows): step 7's kernel (step7_flat_merge.cuh), the head-row kernel
 // whose slices merge with every load in flight.
+// cluster (with flat_merge, sm_90): step 8's kernel (step8_cluster_merge.cuh): the partitions of a
+// (sequence, KV head) launched as one thread-block cluster of at most kClusterMostParts CTAs and
+// merged in it, no scratch and no reduce; never fused, never longest first.
 // longest_first: the CTAs start in the order of longest_first_order (the longest partitions
 // first, the empty ones last) instead of the grid's own order; planned on the host from the
 // batch's lengths (PagedDecodeArgs::context_lens_host; without them, the grid's order).
@@ -58,10 +61,12 @@ int num_partitions(int ctx, int partition_size);
 // 2), lesson 02's step 2 with a partition axis, one CTA per (sequence, query head, partition)
 // with thread groups of tgs lanes and a few KiB of shared memory: they run on every sm_80+ GPU.
 // They take fixed partitions only (no splits, head rows, unit copies or longest-first order).
-// tgs == 0: the mma kernels (steps 3 to 7: step3_tensor_cores.cuh .. step7_flat_merge.cuh), which need
+// tgs == 0: the mma kernels (steps 3 to 8: step3_tensor_cores.cuh .. step8_cluster_merge.cuh), which need
 // 113 KiB of shared memory a CTA or more.
 // Unit copies pay from partitions of one 128-token tile (measured; our_rule and lesson 04 use it).
 constexpr int kUnitsSmallestPartition = 128;
+// The most partitions step 8 merges in one cluster (its kMaxClusterParts).
+constexpr int kClusterMostParts = 4;
 
 struct SplitPlan {
     int partition_size = 256;
@@ -71,12 +76,13 @@ struct SplitPlan {
     bool units = false;
     bool longest_first = false;
     bool flat_merge = false;
+    bool cluster = false;
     int tgs = 0;
 
     bool operator==(const SplitPlan& o) const {
         return partition_size == o.partition_size && splits == o.splits && fused == o.fused && head_rows == o.head_rows &&
                units == o.units && longest_first == o.longest_first && flat_merge == o.flat_merge &&
-               tgs == o.tgs;
+               cluster == o.cluster && tgs == o.tgs;
     }
     bool operator!=(const SplitPlan& o) const { return !(*this == o); }
 };
@@ -104,7 +110,8 @@ int partition_tokens(const SplitPlan& p, int ctx);
 // CSV names: split_k_256, split_k_even8 (splits), split_k_fused_256, split_k_rows_256 (head rows),
 // split_k_units_256, split_k_units_fused_256 and split_k_rows_units_256 (unit copies),
 // split_k_units_lpt_2048 (longest first; "lpt" after the units, before fused),
-// split_k_rows_units_lpt_flat_1024 (step 7's flat merge; after lpt, before fused); the steps:
+// split_k_rows_units_lpt_flat_1024 (step 7's flat merge; after lpt, before fused),
+// split_k_rows_units_flat_cluster_1024 (step 8's cluster merge; after flat); the steps:
 // partitions_tgs8_256 (step 1), fused_merge_tgs8_256 (step 2).
 std::string plan_name(const SplitPlan& p);
 // The inverse of plan_name: true and *out set when `name` is the name of a plan (a positive
@@ -157,6 +164,9 @@ Choice split_count_rule(const ShapeFacts& f);
 //    per-tile barriers rather than by bytes;
 //  * unit copies (split_k_units_<P>, split_k_rows_units_<P>; sm_90) from 128 tokens a
 //    partition (auto drops them where the GPU or the page size does not allow them);
+//  * the cluster merge (split_k_rows_units_flat_cluster_<P>; sm_90) for head rows of an even
+//    batch cut into 2 to kClusterMostParts partitions (auto drops it where the GPU cannot run
+//    all of the grid's clusters at once, or runs no sm_90 code);
 //  * single pass after all when that leaves one partition, unless the single pass would be
 //    lesson 02's per-head kernel (fewer than kTinyGroupedGrid grouped CTAs) and the one
 //    partition runs the partition kernel with unit copies: its grouped CTA is faster there.

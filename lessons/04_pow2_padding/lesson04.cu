@@ -115,8 +115,13 @@ std::vector<pa::DecodeVariant> all_variants() {
 namespace {
 
 // Partitions of plan p (never fused) into the variant's scratch, then the reduce: pow2_lanes
-// as a programmatic dependent, or, past the widest pow2 reduce built, lesson 03's own.
+// as a programmatic dependent, or, past the widest pow2 reduce built, lesson 03's own. A
+// cluster plan (lesson 03's step 8) merges in its own launch: no scratch, no reduce.
 void launch_plan(const pa::PagedDecodeArgs& a, const lesson03::SplitPlan& p, Scratch& scratch, cudaStream_t stream) {
+    if (p.cluster) {
+        lesson03::launch(a, p, stream);
+        return;
+    }
     const lesson03::SplitScratch s = scratch.get(a.B, a.H, a.D, lesson03::grid_partitions(p, a.max_ctx), stream);
     lesson03::launch_partitions(a, p, s, stream);
     if (reduce_why_not(Fix::pow2_lanes, a.D, s.max_partitions).empty()) launch_pow2_lanes(a, s, stream, true);
@@ -165,6 +170,7 @@ std::string auto_pick(const pa::DecodeShape& s, const pa::DeviceInfo& info) {
     const lesson03::Choice c = auto_choice(s, info);
     if (!c.split) return "single_pass";
     const int parts = lesson03::grid_partitions(c.plan, s.max_ctx());
+    if (c.plan.cluster) return lesson03::plan_name(c.plan);  // merged in its clusters: no reduce
     return lesson03::plan_name(c.plan) +
            (reduce_why_not(Fix::pow2_lanes, s.D, parts).empty() ? " + pow2_lanes" : " + lesson 03's reduce");
 }
