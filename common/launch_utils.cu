@@ -107,19 +107,9 @@ int max_cluster_ctas(const void* kernel, int threads, int smem) {
     if (it == known.end()) {  // once per (device, kernel): the query needs the kernel's smem opt-in
         opt_in_max_dynamic_smem(kernel);
         CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeNonPortableClusterSizeAllowed, 1));
-        cudaLaunchConfig_t cfg = {};
-        cfg.gridDim = dim3(16);
-        cfg.blockDim = dim3(threads);
-        cfg.dynamicSmemBytes = smem;
-        cudaLaunchAttribute cluster = {};
-        cluster.id = cudaLaunchAttributeClusterDimension;
-        cluster.val.clusterDim.x = 16;
-        cluster.val.clusterDim.y = 1;
-        cluster.val.clusterDim.z = 1;
-        cfg.attrs = &cluster;
-        cfg.numAttrs = 1;
+        const ClusterLaunch l(dim3(16), dim3(threads), smem, nullptr, dim3(16, 1, 1));
         int clusters = 0;
-        CUDA_CHECK(cudaOccupancyMaxActiveClusters(&clusters, kernel, &cfg));
+        CUDA_CHECK(cudaOccupancyMaxActiveClusters(&clusters, kernel, &l.cfg));
         it = known.emplace(key, clusters >= 1 ? 16 : 8).first;
     }
     return it->second;
@@ -134,19 +124,9 @@ int max_active_clusters(const void* kernel, int threads, int smem, int cluster_c
     auto it = known.find(key);
     if (it == known.end()) {
         opt_in_max_dynamic_smem(kernel);
-        cudaLaunchConfig_t cfg = {};
-        cfg.gridDim = dim3(1, 1, cluster_ctas);
-        cfg.blockDim = dim3(threads);
-        cfg.dynamicSmemBytes = smem;
-        cudaLaunchAttribute cluster = {};
-        cluster.id = cudaLaunchAttributeClusterDimension;
-        cluster.val.clusterDim.x = 1;
-        cluster.val.clusterDim.y = 1;
-        cluster.val.clusterDim.z = cluster_ctas;
-        cfg.attrs = &cluster;
-        cfg.numAttrs = 1;
+        const ClusterLaunch l(dim3(1, 1, cluster_ctas), dim3(threads), smem, nullptr, dim3(1, 1, cluster_ctas));
         int clusters = 0;
-        CUDA_CHECK(cudaOccupancyMaxActiveClusters(&clusters, kernel, &cfg));
+        CUDA_CHECK(cudaOccupancyMaxActiveClusters(&clusters, kernel, &l.cfg));
         it = known.emplace(key, clusters).first;
     }
     return it->second;

@@ -43,6 +43,28 @@ std::string sm90_code_why_not(const void* kernel, const DeviceInfo& info, const 
 // a GPC (the kernel is first allowed that non-portable size), else the portable 8; 0 below
 // sm_90, which has no clusters. Asked of the driver once per (device, kernel), then looked up.
 int max_cluster_ctas(const void* kernel, int threads, int smem);
+// cudaLaunchKernelEx's configuration of `grid` CTAs of `block` threads and `smem` bytes of dynamic
+// shared memory on `stream`, in thread-block clusters of `cluster` CTAs (sm_90; the attribute is
+// set, numAttrs 1, also for a cluster of one). Not copyable: cfg points at the attribute it holds.
+struct ClusterLaunch {
+    cudaLaunchConfig_t cfg = {};
+    cudaLaunchAttribute cluster = {};
+    ClusterLaunch(dim3 grid, dim3 block, size_t smem, cudaStream_t stream, dim3 cluster_dims) {
+        cfg.gridDim = grid;
+        cfg.blockDim = block;
+        cfg.dynamicSmemBytes = smem;
+        cfg.stream = stream;
+        cluster.id = cudaLaunchAttributeClusterDimension;
+        cluster.val.clusterDim.x = cluster_dims.x;
+        cluster.val.clusterDim.y = cluster_dims.y;
+        cluster.val.clusterDim.z = cluster_dims.z;
+        cfg.attrs = &cluster;
+        cfg.numAttrs = 1;
+    }
+    ClusterLaunch(const ClusterLaunch&) = delete;
+    ClusterLaunch& operator=(const ClusterLaunch&) = delete;
+};
+
 // How many clusters of `cluster_ctas` CTAs of `kernel` (`threads` threads, `smem` bytes of
 // dynamic shared memory a CTA; the cluster along z) the current device runs at once:
 // cudaOccupancyMaxActiveClusters, asked once per (device, kernel, size). 0 below sm_90.

@@ -304,19 +304,8 @@ void launch_cluster(const pa::PagedDecodeArgs& a, const SplitPlan& p, cudaStream
                                                       "the cluster merge needs thread-block clusters", "step 7 runs here");
         if (!why.empty()) throw pa::CudaError("lesson03: " + plan_name(p) + ": " + why);
         pa::opt_in_max_dynamic_smem(reinterpret_cast<const void*>(kernel));
-        cudaLaunchConfig_t cfg = {};
-        cfg.gridDim = l.grid;
-        cfg.blockDim = dim3(kMmaThreads);
-        cfg.dynamicSmemBytes = smem;
-        cfg.stream = stream;
-        cudaLaunchAttribute cluster = {};  // the partitions of one (sequence, KV head)
-        cluster.id = cudaLaunchAttributeClusterDimension;
-        cluster.val.clusterDim.x = 1;
-        cluster.val.clusterDim.y = 1;
-        cluster.val.clusterDim.z = parts;
-        cfg.attrs = &cluster;
-        cfg.numAttrs = 1;
-        CUDA_CHECK(cudaLaunchKernelEx(&cfg, kernel, static_cast<T*>(a.out), static_cast<const T*>(a.q),
+        const pa::ClusterLaunch cl(l.grid, dim3(kMmaThreads), smem, stream, dim3(1, 1, parts));  // a cluster: the partitions
+        CUDA_CHECK(cudaLaunchKernelEx(&cl.cfg, kernel, static_cast<T*>(a.out), static_cast<const T*>(a.q),
                                       static_cast<const T*>(a.k_cache), static_cast<const T*>(a.v_cache), a.block_table,
                                       a.context_lens, a.H, a.Hkv, a.H / a.Hkv, a.block_size, a.max_blocks_per_seq, a.scale,
                                       partition_size, p.splits));

@@ -282,19 +282,10 @@ void launch_cluster(int fixed, const pa::PagedDecodeArgs& a, const pa::reference
     const bool built = with_cluster_kernel(a.dtype, plan.ctas_per_sm, [&](auto kernel, int smem) {
         using T = typename pa::KernelScalar<decltype(kernel)>::type;
         pa::opt_in_max_dynamic_smem(reinterpret_cast<const void*>(kernel));
-        cudaLaunchConfig_t cfg = {};
-        cfg.gridDim = dim3(a.Hkv, a.B, plan.parts);
-        cfg.blockDim = dim3(kThreads);
-        cfg.dynamicSmemBytes = smem;
-        cfg.stream = stream;
-        cudaLaunchAttribute cluster = {};  // the partitions of one (sequence, KV head)
-        cluster.id = cudaLaunchAttributeClusterDimension;
-        cluster.val.clusterDim.x = 1;
-        cluster.val.clusterDim.y = 1;
-        cluster.val.clusterDim.z = plan.parts;
-        cfg.attrs = &cluster;
-        cfg.numAttrs = plan.parts > 1 ? 1 : 0;  // one partition merges nothing: no cluster
-        CUDA_CHECK(cudaLaunchKernelEx(&cfg, kernel, static_cast<T*>(a.out), static_cast<const T*>(a.q),
+        // the partitions of one (sequence, KV head) a cluster
+        pa::ClusterLaunch cl(dim3(a.Hkv, a.B, plan.parts), dim3(kThreads), smem, stream, dim3(1, 1, plan.parts));
+        cl.cfg.numAttrs = plan.parts > 1 ? 1 : 0;  // one partition merges nothing: no cluster
+        CUDA_CHECK(cudaLaunchKernelEx(&cl.cfg, kernel, static_cast<T*>(a.out), static_cast<const T*>(a.q),
                                       static_cast<const T*>(a.k_cache), static_cast<const T*>(a.v_cache), a.block_table,
                                       a.context_lens, a.H, a.Hkv, a.H / a.Hkv, a.block_size, a.max_blocks_per_seq, a.scale,
                                       gate_args(g), plan.partition_size));
