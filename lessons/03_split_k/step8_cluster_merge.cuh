@@ -22,72 +22,20 @@
 // barrier.cluster waits for the threads that have not exited, and so does not wait for it,
 // nor for the producer warps, which return after their last copy). At most 4 partitions
 // (kMaxClusterParts: the loads of 16 slices in flight fit a thread's registers; the kernel is
-// built for 2 and for 4, so that 2 partitions hold registers for 8), a plan of more runs step 7; the rule takes this step only where the clusters fit the GPU
-// at once (lesson03::why_not asks the driver). The partitions start in the grid's order: a
-// cluster is one (sequence, KV head), so there is no longest-first order.
+// built for 2 and for 4, so that 2 partitions hold registers for 8 slices, not 16); a plan of
+// more runs step 7, and so does a grid whose clusters do not all fit the GPU at once
+// (lesson03::why_not asks the driver). The partitions start in the grid's order: a cluster is
+// one (sequence, KV head), so there is no longest-first order. The cluster's PTX:
+// common/cluster.cuh.
 // Run: lesson03_split_k [--check | --bench] [--shape NAME] --variant cluster_merge
 #pragma once
 
+#include "cluster.cuh"           // the cluster's barrier and loads (sm_90)
 #include "step6_head_rows.cuh"  // HeadRowLayout, the producers, RowOrder, partition_tokens
 
 namespace lesson03 {
 
 constexpr int kMaxClusterParts = 4;  // partitions a step 8 cluster merges
-
-// The cluster's PTX (sm_90; step 8 is never launched elsewhere, where the bodies trap). The
-// consumer warps execute them together (.aligned).
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-constexpr bool kArchHasClusters = true;
-#else
-constexpr bool kArchHasClusters = false;
-#endif
-
-// Every non-exited thread of the cluster arrives (its shared-memory writes released) and waits
-// (the others' acquired).
-__device__ __forceinline__ void cluster_sync() {
-    if constexpr (kArchHasClusters)
-        asm volatile("barrier.cluster.arrive.release.aligned;\n\tbarrier.cluster.wait.acquire.aligned;" ::: "memory");
-    else
-        __trap();
-}
-
-__device__ __forceinline__ int cluster_rank() {
-    unsigned r = 0;
-    if constexpr (kArchHasClusters) asm volatile("mov.u32 %0, %%cluster_ctarank;" : "=r"(r));
-    else __trap();
-    return static_cast<int>(r);
-}
-
-// `local`'s place in the shared memory of the cluster's CTA `rank`.
-__device__ __forceinline__ unsigned cluster_address(const float* local, int rank) {
-    unsigned remote = 0;
-    if constexpr (kArchHasClusters)
-        asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(remote) : "r"(pa::smem_address(local)), "r"(rank));
-    else
-        __trap();
-    return remote;
-}
-
-__device__ __forceinline__ float cluster_load(const float* local, int rank) {
-    float v = 0.f;
-    if constexpr (kArchHasClusters)
-        asm volatile("ld.shared::cluster.f32 %0, [%1];" : "=f"(v) : "r"(cluster_address(local, rank)) : "memory");
-    else
-        __trap();
-    return v;
-}
-
-__device__ __forceinline__ float4 cluster_load4(const float* local, int rank) {
-    float4 v = make_float4(0.f, 0.f, 0.f, 0.f);
-    if constexpr (kArchHasClusters)
-        asm volatile("ld.shared::cluster.v4.f32 {%0, %1, %2, %3}, [%4];"
-                     : "=f"(v.x), "=f"(v.y), "=f"(v.z), "=f"(v.w)
-                     : "r"(cluster_address(local, rank))
-                     : "memory");
-    else
-        __trap();
-    return v;
-}
 
 // Grid (Hkv, B, P) in clusters of (1, 1, P), P <= PARTS <= kMaxClusterParts (PARTS: 2 or 4, the
 // partitions the merge has registers for), kMmaThreads threads, step 7's layout; no scratch.
@@ -109,7 +57,7 @@ cluster_merge_kernel(scalar_t* __restrict__ out,          // [B, H, D]
 
     const int seq = blockIdx.y;
     const int kv_head = blockIdx.x;
-    const int part = cluster_rank();  // blockIdx.z: the cluster is the grid's z
+    const int part = pa::cluster_rank();  // blockIdx.z: the cluster is the grid's z
     const int first_head = kv_head * group;
     const int num_heads = group;  // <= ROWS
     const int ctx = context_lens[seq];
@@ -118,7 +66,7 @@ cluster_merge_kernel(scalar_t* __restrict__ out,          // [B, H, D]
     const int t_end = min(ctx, t_begin + part_tokens);
     const int* seq_pages = block_table + static_cast<size_t>(seq) * max_blocks_per_seq;
     const int num_stream_tiles = 2 * ((t_end - t_begin + kTile - 1) / kTile);  // K0 V0 K1 V1 ...
-    const int live = min(static_cast<int>(gridDim.z), (ctx + part_tokens - 1) / part_tokens);  // partitions with a token
+    const int live = min(static_cast<int>(gridDim.z), (ctx + part_tokens - 1) / part_tokens);  // those with a token
     if (t_begin >= ctx) return;  // past the sequence's end: left out of the merge
 
     extern __shared__ __align__(16) float smem[];
@@ -322,7 +270,7 @@ cluster_merge_kernel(scalar_t* __restrict__ out,          // [B, H, D]
     //    (four dims of one head) go round the live CTAs, kConsumerThreads at a time; for each,
     //    every live slice's m, l and O are loaded first (a slice that saw no token has m = -inf
     //    and weighs 0), then weighed by e^(m - M) and summed in order, partition by partition.
-    cluster_sync();
+    pa::cluster_sync();
     constexpr int kQuads = HEAD_SIZE / 4;
     static_assert(PARTS <= kMaxClusterParts, "a cluster merges at most kMaxClusterParts partitions");
     constexpr int kStates = PARTS * L::kSlices;
@@ -337,9 +285,10 @@ cluster_merge_kernel(scalar_t* __restrict__ out,          // [B, H, D]
             ls[e] = 0.f;
             os[e] = make_float4(0.f, 0.f, 0.f, 0.f);
             if (p < live) {
-                ms[e] = cluster_load(merge_m + sl * ROWS + h, p);
-                ls[e] = cluster_load(merge_l + sl * ROWS + h, p);
-                os[e] = cluster_load4(merge_o + (sl * ROWS + h) * kORow + 4 * q4, p);
+                ms[e] = pa::load_shared_cluster(merge_m + sl * ROWS + h, p);
+                ls[e] = pa::load_shared_cluster(merge_l + sl * ROWS + h, p);
+                const float* o = merge_o + (sl * ROWS + h) * kORow + 4 * q4;
+                os[e] = pa::load_shared_cluster(reinterpret_cast<const float4*>(o), p);
             }
         }
         float M = -INFINITY;
@@ -357,10 +306,11 @@ cluster_merge_kernel(scalar_t* __restrict__ out,          // [B, H, D]
             acc.w = fmaf(w, os[e].w, acc.w);
         }
         const float inv = 1.f / l;
-        *reinterpret_cast<uint2*>(out + (static_cast<size_t>(seq) * H + first_head + h) * HEAD_SIZE + 4 * q4) =
-            make_uint2(pa::pack2(acc.x * inv, acc.y * inv, scalar_t{}), pa::pack2(acc.z * inv, acc.w * inv, scalar_t{}));
+        const uint2 packed = make_uint2(pa::pack2(acc.x * inv, acc.y * inv, scalar_t{}),
+                                        pa::pack2(acc.z * inv, acc.w * inv, scalar_t{}));
+        *reinterpret_cast<uint2*>(out + (static_cast<size_t>(seq) * H + first_head + h) * HEAD_SIZE + 4 * q4) = packed;
     }
-    cluster_sync();  // every CTA has read the others' states: their shared memory may go
+    pa::cluster_sync();  // every CTA has read the others' states: their shared memory may go
 }
 
 }  // namespace lesson03

@@ -25,54 +25,14 @@
 // A barrier.cluster waits for the cluster's non-exited threads only, so the producer warps,
 // which return when their copies are issued, and a partition past a short sequence's end,
 // which returns at once, take no part. Clusters need sm_90: elsewhere this step is
-// unavailable, and step 11 is the split-k to run.
+// unavailable, and step 11 is the split-k to run. The cluster's PTX: common/cluster.cuh.
 // Run: lesson05_sparse_p [--check | --bench] --variant split_k_cluster
 #pragma once
 
+#include "cluster.cuh"  // the cluster's barrier and loads (sm_90)
 #include "gated_tile.cuh"
 
 namespace lesson05 {
-
-// The cluster's PTX (sm_90; this step is never launched elsewhere, where the bodies trap).
-// Every thread of a warp executes them together (.aligned): the consumer warps do.
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-constexpr bool kArchHasClusters = true;
-#else
-constexpr bool kArchHasClusters = false;
-#endif
-
-__device__ __forceinline__ void cluster_arrive_release() {
-    if constexpr (kArchHasClusters) asm volatile("barrier.cluster.arrive.release.aligned;" ::: "memory");
-    else __trap();
-}
-
-__device__ __forceinline__ void cluster_wait_acquire() {
-    if constexpr (kArchHasClusters) asm volatile("barrier.cluster.wait.acquire.aligned;" ::: "memory");
-    else __trap();
-}
-
-// Where `local` (this CTA's shared memory) lies in the shared memory of the cluster's CTA `rank`.
-__device__ __forceinline__ unsigned cluster_address(const void* local, int rank) {
-    unsigned remote = 0;
-    if constexpr (kArchHasClusters)
-        asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(remote) : "r"(pa::smem_address(local)), "r"(rank));
-    else
-        __trap();
-    return remote;
-}
-
-// The float4 at `local`'s place in the shared memory of the cluster's CTA `rank`.
-__device__ __forceinline__ float4 load_shared_cluster(const float4* local, int rank) {
-    float4 v = make_float4(0.f, 0.f, 0.f, 0.f);
-    if constexpr (kArchHasClusters)
-        asm volatile("ld.shared::cluster.v4.f32 {%0, %1, %2, %3}, [%4];"
-                     : "=f"(v.x), "=f"(v.y), "=f"(v.z), "=f"(v.w)
-                     : "r"(cluster_address(local, rank))
-                     : "memory");
-    else
-        __trap();
-    return v;
-}
 
 template <class scalar_t, int CTAS_PER_SM>
 __global__ void __launch_bounds__(kThreads, CTAS_PER_SM)
@@ -241,8 +201,8 @@ split_k_cluster_gated_kernel(scalar_t* __restrict__ out,             // [B, H, D
     pa::named_barrier_sync<kConsumerBarrier, kConsumerThreads>();  // every consumer is done with the ring
     float4* entries = reinterpret_cast<float4*>(sm.tiles);  // [kConsumerThreads] float4
     entries[tid] = make_float4(acc[0], acc[1], acc[2], acc[3]);
-    cluster_arrive_release();  // this partition's entries are written ...
-    cluster_wait_acquire();    // ... and so are every other partition's
+    pa::cluster_arrive_release();  // this partition's entries are written ...
+    pa::cluster_wait_acquire();    // ... and so are every other partition's
     if (part == 0) {
         float sum[4] = {0.f, 0.f, 0.f, 0.f};  // from 0, in partition order: step 11's bits
         for (int z0 = 0; z0 < num_parts; z0 += 4) {
@@ -250,7 +210,7 @@ split_k_cluster_gated_kernel(scalar_t* __restrict__ out,             // [B, H, D
 #pragma unroll
             for (int k = 0; k < 4; ++k) {
                 const int z = z0 + k;
-                v[k] = z == 0 ? entries[tid] : z < num_parts ? load_shared_cluster(entries + tid, z) : make_float4(0.f, 0.f, 0.f, 0.f);
+                v[k] = z == 0 ? entries[tid] : z < num_parts ? pa::load_shared_cluster(entries + tid, z) : make_float4(0.f, 0.f, 0.f, 0.f);
             }
 #pragma unroll
             for (int k = 0; k < 4; ++k) {
@@ -263,8 +223,8 @@ split_k_cluster_gated_kernel(scalar_t* __restrict__ out,             // [B, H, D
         }
         store_output(out, sum, seq, H, first_head, num_heads, warp, lane);
     }
-    cluster_arrive_release();  // partition 0 has read the others' entries ...
-    cluster_wait_acquire();    // ... before they leave, and their shared memory with them
+    pa::cluster_arrive_release();  // partition 0 has read the others' entries ...
+    pa::cluster_wait_acquire();    // ... before they leave, and their shared memory with them
 }
 
 }  // namespace lesson05
