@@ -763,12 +763,8 @@ def ladder_table(ctx, lesson):
     folder, csvname, shape, extra = LADDERS[lesson]
     gpu = ctx.data.gpus_or_error(csvname)[0]
     c = ctx.data.get(gpu, csvname)
-    rows, prev_us, missing = [], None, False
+    rows, prev_us = [], None
     for n, name, idea, variant, added in ladder_steps(ctx.data.root / "lessons" / folder):
-        if lesson in ("02", "03") and not c.find(lesson, variant, shape):  # a step this GPU's CSV predates
-            rows.append([n, f"`{name}`", idea, added, f"`{variant}`", "-", ""])
-            prev_us, missing = None, True
-            continue
         us = ladder_us(ctx, gpu, lesson, variant)
         rows.append([n, f"`{name}`", idea, added, f"`{variant}`", us_ladder(us),
                      f"{prev_us / us:.2f}x" if prev_us else ""])
@@ -778,9 +774,7 @@ def ladder_table(ctx, lesson):
             f"adds over the step before (comments and blank lines dropped; step 1: all of its own; a step "
             f"whose header diffs it against another file: over that file), and its "
             f"variant's L2-cold median on {shape}{where} from {ctx.link(c)} ({gpu_name(gpu)}), with the "
-            "speedup over the step before."
-            + (" `-`: this CSV has no row of the step (a step added after this GPU's run)." if missing else "")
-            + "\n\n"
+            "speedup over the step before.\n\n"
             + table(["step", "file", "the idea", "lines added", "variant", "us", "speedup"], rows, right={0, 3, 5, 6}))
 
 

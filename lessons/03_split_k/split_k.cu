@@ -102,8 +102,6 @@ bool with_cluster_kernel(pa::DType t, int D, int rows, bool units, int partition
     });
 }
 
-static_assert(kClusterMostParts == kMaxClusterParts, "the plan's bound is the kernel's");
-
 template <class F>
 bool with_reduce_kernel(pa::DType t, int D, F&& f) {
     return pa::dispatch_dtype(t, [&](auto tag) {
@@ -383,13 +381,14 @@ std::string why_not(const SplitPlan& p, const pa::DecodeShape& s, const pa::Devi
         });
         if (!why.empty()) return why;
     }
+    const bool smem_known = info.smem_per_block_optin > 0;  // a real GPU's (not a probe's)
+    const bool smem_fits = !smem_known || need + 1024 <= static_cast<size_t>(info.smem_per_block_optin);
     if (p.cluster) {
         std::string why;
         with_plan_kernel<false>(p, s.dtype, s.D, l, [&](auto kernel, int smem, auto) {
             const void* k = reinterpret_cast<const void*>(kernel);
             why = pa::sm90_code_why_not(k, info, "the cluster merge needs thread-block clusters", "step 7 runs here");
-            if (!why.empty() || info.smem_per_block_optin <= 0 || need + 1024 > static_cast<size_t>(info.smem_per_block_optin))
-                return;  // not this GPU's kernel, or refused below for its shared memory
+            if (!why.empty() || !smem_known || !smem_fits) return;  // no clusters here, or refused below
             const long long clusters = static_cast<long long>(l.grid.x) * l.grid.y;
             const int most = pa::max_active_clusters(k, kMmaThreads, smem, static_cast<int>(l.grid.z));
             if (clusters > most)
@@ -398,7 +397,7 @@ std::string why_not(const SplitPlan& p, const pa::DecodeShape& s, const pa::Devi
         });
         if (!why.empty()) return why;
     }
-    if (info.smem_per_block_optin > 0 && need + 1024 > static_cast<size_t>(info.smem_per_block_optin))
+    if (!smem_fits)
         return pa::strf("stages K/V through %zu KiB of shared memory per CTA; this GPU (%s) gives %d KiB", need / 1024,
                         info.name.c_str(), info.smem_per_block_optin / 1024);
     if (l.grid.z > 65535) return pa::strf("%u partitions exceed the grid's z limit", l.grid.z);
@@ -406,12 +405,12 @@ std::string why_not(const SplitPlan& p, const pa::DecodeShape& s, const pa::Devi
 }
 
 void launch(const pa::PagedDecodeArgs& a, const SplitPlan& p, cudaStream_t stream) {
-    const int partitions = grid_partitions(p, a.max_ctx);
-    // merge counters: one per (sequence, KV head) for the mma kernels, per (sequence, head) for the steps
     if (p.cluster) {  // step 8: no scratch, no reduce
         launch_cluster(a, p, stream);
         return;
     }
+    const int partitions = grid_partitions(p, a.max_ctx);
+    // merge counters: one per (sequence, KV head) for the mma kernels, per (sequence, head) for the steps
     const size_t counters = static_cast<size_t>(a.B) * (p.tgs > 0 ? a.H : a.Hkv);
     pa::SplitBuffers& w = g_workspace.at_least(static_cast<size_t>(a.B) * a.H * partitions * (a.D + 2), counters, stream);
     const SplitScratch s = scratch_in(w, a.B, a.H, partitions);

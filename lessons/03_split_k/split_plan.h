@@ -65,7 +65,7 @@ int num_partitions(int ctx, int partition_size);
 // 113 KiB of shared memory a CTA or more.
 // Unit copies pay from partitions of one 128-token tile (measured; our_rule and lesson 04 use it).
 constexpr int kUnitsSmallestPartition = 128;
-// The most partitions step 8 merges in one cluster (its kMaxClusterParts).
+// The most partitions step 8 merges in one cluster (the registers of its merge: step8_cluster_merge.cuh).
 constexpr int kClusterMostParts = 4;
 
 struct SplitPlan {

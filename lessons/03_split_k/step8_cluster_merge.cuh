@@ -2,7 +2,7 @@
 // slices merged through distributed shared memory: one launch, no scratch, no reduce (sm_90).
 //
 // What changed since step 7 (step7_flat_merge.cuh), and why: with its math and its copies
-// taken out (timing-only builds, NOTES.md "Step 8"), step 7 behind lesson 04's reduce still
+// taken out (timing-only builds, NOTES.md "The cluster merge"), step 7 behind lesson 04's reduce still
 // takes 12 us on mqa-B64-ctx2k, of the 29 it takes whole: the launch, q, each CTA merging its
 // four slices into one partition state, that state written to scratch, then the reduce, a
 // second launch that waits for the whole grid and reads the scratch back. On sm_90 the
@@ -21,9 +21,9 @@
 // A partition past its sequence's end returns at once and is left out of the sums (a
 // barrier.cluster waits for the threads that have not exited, and so does not wait for it,
 // nor for the producer warps, which return after their last copy). At most 4 partitions
-// (kMaxClusterParts: the loads of 16 slices in flight fit a thread's registers; the kernel is
-// built for 2 and for 4, so that 2 partitions hold registers for 8 slices, not 16); a plan of
-// more runs step 7, and so does a grid whose clusters do not all fit the GPU at once
+// (kClusterMostParts, split_plan.h: the loads of 16 slices in flight fit a thread's
+// registers; the kernel is built for 2 and for 4, so that 2 partitions hold registers for 8
+// slices, not 16); a plan of more runs step 7, and so does a grid whose clusters do not all fit the GPU at once
 // (lesson03::why_not asks the driver). The partitions start in the grid's order: a cluster is
 // one (sequence, KV head), so there is no longest-first order. The cluster's PTX:
 // common/cluster.cuh.
@@ -35,9 +35,7 @@
 
 namespace lesson03 {
 
-constexpr int kMaxClusterParts = 4;  // partitions a step 8 cluster merges
-
-// Grid (Hkv, B, P) in clusters of (1, 1, P), P <= PARTS <= kMaxClusterParts (PARTS: 2 or 4, the
+// Grid (Hkv, B, P) in clusters of (1, 1, P), P <= PARTS <= kClusterMostParts (PARTS: 2 or 4, the
 // partitions the merge has registers for), kMmaThreads threads, step 7's layout; no scratch.
 template <class scalar_t, int HEAD_SIZE, int ROWS, bool UNITS, int PARTS>
 __global__ void __launch_bounds__(kMmaThreads, 1)
@@ -272,7 +270,7 @@ cluster_merge_kernel(scalar_t* __restrict__ out,          // [B, H, D]
     //    and weighs 0), then weighed by e^(m - M) and summed in order, partition by partition.
     pa::cluster_sync();
     constexpr int kQuads = HEAD_SIZE / 4;
-    static_assert(PARTS <= kMaxClusterParts, "a cluster merges at most kMaxClusterParts partitions");
+    static_assert(PARTS <= kClusterMostParts, "a cluster merges at most kClusterMostParts partitions");
     constexpr int kStates = PARTS * L::kSlices;
     for (int i = part * kConsumerThreads + threadIdx.x; i < num_heads * kQuads; i += live * kConsumerThreads) {
         const int h = i / kQuads, q4 = i % kQuads;
