@@ -160,9 +160,12 @@ class Peer:
         starts = [torch.cuda.Event(enable_timing=True) for _ in range(self.iters)]
         ends = [torch.cuda.Event(enable_timing=True) for _ in range(self.iters)]
         torch.cuda.synchronize()
-        # Hold the GPU (about 20 us a replay at 2 GHz, at most 50 ms) while the host queues the
-        # replays and their events behind it, as common/timer.cu does with its spin kernel.
-        torch.cuda._sleep(int(min(50e-3, 20e-6 * self.iters) * 2e9))
+        # Hold the GPU (about 100 us a replay at 2 GHz, at most 200 ms) while the host queues the
+        # replays and their events behind it, as common/timer.cu does with its spin kernel. Python
+        # queues a replay and its two events in some 20 us, not the C++ timer's few: with 20 us a
+        # replay, a host stall once let the GPU drain the queue, and half of one shape's cold
+        # replays timed the host (an H100 run: median 108 us, minimum 15).
+        torch.cuda._sleep(int(min(200e-3, 100e-6 * self.iters) * 2e9))
         for i in range(self.iters):
             starts[i].record()
             graphs[(self.warmup + i) % n].replay()

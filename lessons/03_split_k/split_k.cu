@@ -356,6 +356,17 @@ std::string why_not(const SplitPlan& p, const pa::DecodeShape& s, const pa::Devi
     if (p.tgs > 0) return step_why_not(p, s, info);
     if (p.splits == 0 && (p.partition_size < 32 || p.partition_size % 32 != 0))
         return pa::strf("partition size %d is not a positive multiple of 32", p.partition_size);
+    if (p.units || p.cluster) {  // the build and the GPU first: without sm_90 code no shape runs these plans
+        std::string why;
+        const Launch any = plan_launch(p, 1, 16, 1, 2);  // a group of 16 and 2 partitions: built for every such plan
+        with_plan_kernel<false>(p, s.dtype, s.D, any, [&](auto kernel, int, auto) {
+            why = p.cluster ? pa::sm90_code_why_not(reinterpret_cast<const void*>(kernel), info,
+                                                    "the cluster merge needs thread-block clusters", "step 7 runs here")
+                            : pa::sm90_code_why_not(reinterpret_cast<const void*>(kernel), info,
+                                                    "unit copies use cp.async.bulk", "split_k_<P> runs here");
+        });
+        if (!why.empty()) return why;
+    }
     const int heads = heads_per_cta(s.group());
     if (heads == 0)
         return pa::strf("the grouped CTA serves at most 32 query heads; group %d needs a per-head kernel (lesson 02)",
