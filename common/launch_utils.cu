@@ -98,21 +98,8 @@ std::string sm90_code_why_not(const void* kernel, const DeviceInfo& info, const 
 }
 
 int max_cluster_ctas(const void* kernel, int threads, int smem) {
-    static std::mutex mu;
-    static std::map<std::pair<int, const void*>, int> known;
-    const std::pair<int, const void*> key{current_device(), kernel};
     if (cached_attribute(cudaDevAttrComputeCapabilityMajor) < 9) return 0;
-    std::lock_guard<std::mutex> lock(mu);
-    auto it = known.find(key);
-    if (it == known.end()) {  // once per (device, kernel): the query needs the kernel's smem opt-in
-        opt_in_max_dynamic_smem(kernel);
-        CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeNonPortableClusterSizeAllowed, 1));
-        const ClusterLaunch l(dim3(16), dim3(threads), smem, nullptr, dim3(16, 1, 1));
-        int clusters = 0;
-        CUDA_CHECK(cudaOccupancyMaxActiveClusters(&clusters, kernel, &l.cfg));
-        it = known.emplace(key, clusters >= 1 ? 16 : 8).first;
-    }
-    return it->second;
+    return max_active_clusters(kernel, threads, smem, 16) >= 1 ? 16 : 8;
 }
 
 int max_active_clusters(const void* kernel, int threads, int smem, int cluster_ctas) {
@@ -122,8 +109,9 @@ int max_active_clusters(const void* kernel, int threads, int smem, int cluster_c
     const auto key = std::make_tuple(current_device(), kernel, threads, smem, cluster_ctas);
     std::lock_guard<std::mutex> lock(mu);
     auto it = known.find(key);
-    if (it == known.end()) {
+    if (it == known.end()) {  // once per key: the query needs the kernel's smem opt-in (and, past 8 CTAs, its leave)
         opt_in_max_dynamic_smem(kernel);
+        if (cluster_ctas > 8) CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeNonPortableClusterSizeAllowed, 1));
         const ClusterLaunch l(dim3(1, 1, cluster_ctas), dim3(threads), smem, nullptr, dim3(1, 1, cluster_ctas));
         int clusters = 0;
         CUDA_CHECK(cudaOccupancyMaxActiveClusters(&clusters, kernel, &l.cfg));

@@ -41,7 +41,7 @@ std::string sm90_code_why_not(const void* kernel, const DeviceInfo& info, const 
 // The most CTAs a thread-block cluster of `kernel` (`threads` threads and `smem` bytes of
 // dynamic shared memory a CTA) may hold on the current device: 16 where one cluster of 16 fits
 // a GPC (the kernel is first allowed that non-portable size), else the portable 8; 0 below
-// sm_90, which has no clusters. Asked of the driver once per (device, kernel), then looked up.
+// sm_90, which has no clusters. max_active_clusters for a cluster of 16, at least one or none.
 int max_cluster_ctas(const void* kernel, int threads, int smem);
 // cudaLaunchKernelEx's configuration of `grid` CTAs of `block` threads and `smem` bytes of dynamic
 // shared memory on `stream`, in thread-block clusters of `cluster` CTAs (sm_90; the attribute is
@@ -67,7 +67,8 @@ struct ClusterLaunch {
 
 // How many clusters of `cluster_ctas` CTAs of `kernel` (`threads` threads, `smem` bytes of
 // dynamic shared memory a CTA; the cluster along z) the current device runs at once:
-// cudaOccupancyMaxActiveClusters, asked once per (device, kernel, size). 0 below sm_90.
+// cudaOccupancyMaxActiveClusters, asked once per (device, kernel, size). 0 below sm_90. A size
+// past the portable 8 is first allowed on the kernel (cudaFuncAttributeNonPortableClusterSizeAllowed).
 int max_active_clusters(const void* kernel, int threads, int smem, int cluster_ctas);
 
 // Launches kernel<<<grid, block, 0, stream>>>(args...), as a programmatic dependent of the

@@ -230,13 +230,26 @@ class OrderTables {
 
 OrderTables g_orders;
 
-// The unit copies' refusals, for why_not and the launcher: the GPU and the build (the plan's
-// kernel must run its sm_90 code here), the page size (at least one unit).
+// The GPU and the build for the plans that need sm_90 code, for why_not and the launchers: the
+// plan's kernel must run its sm_90 code here (unit copies: cp.async.bulk; step 8: clusters).
+std::string units_sm90_why_not(const void* kernel, const pa::DeviceInfo& info) {
+    return pa::sm90_code_why_not(kernel, info, "unit copies use cp.async.bulk", "split_k_<P> runs here");
+}
+std::string cluster_sm90_why_not(const void* kernel, const pa::DeviceInfo& info) {
+    return pa::sm90_code_why_not(kernel, info, "the cluster merge needs thread-block clusters", "step 7 runs here");
+}
+
+// The unit copies' page-size refusal: pages of at least one unit.
+std::string units_page_why_not(int D, int block_size) {
+    if (D != 256 && block_size < 16)
+        return pa::strf("unit copies need pages of at least one 16-token unit at D %d; these have %d tokens", D, block_size);
+    return "";
+}
+
+// The unit copies' refusals, for the launcher: the GPU and the build, then the page size.
 std::string units_why_not(const void* kernel, int D, int block_size, const pa::DeviceInfo& info) {
-    std::string why = pa::sm90_code_why_not(kernel, info, "unit copies use cp.async.bulk", "split_k_<P> runs here");
-    if (why.empty() && D != 256 && block_size < 16)
-        why = pa::strf("unit copies need pages of at least one 16-token unit at D %d; these have %d tokens", D, block_size);
-    return why;
+    const std::string why = units_sm90_why_not(kernel, info);
+    return why.empty() ? units_page_why_not(D, block_size) : why;
 }
 
 // A step's plan (tgs > 0) as far as the plan alone decides: "" or why the steps cannot run it.
@@ -298,8 +311,7 @@ void launch_cluster(const pa::PagedDecodeArgs& a, const SplitPlan& p, cudaStream
     const int partition_size = p.splits > 0 ? 0 : p.partition_size;
     const bool built = with_cluster_kernel(a.dtype, a.D, l.heads, p.units, parts, [&](auto kernel, int smem, auto) {
         using T = typename pa::KernelScalar<decltype(kernel)>::type;
-        const std::string why = pa::sm90_code_why_not(reinterpret_cast<const void*>(kernel), pa::current_device_info(),
-                                                      "the cluster merge needs thread-block clusters", "step 7 runs here");
+        const std::string why = cluster_sm90_why_not(reinterpret_cast<const void*>(kernel), pa::current_device_info());
         if (!why.empty()) throw pa::CudaError("lesson03: " + plan_name(p) + ": " + why);
         pa::opt_in_max_dynamic_smem(reinterpret_cast<const void*>(kernel));
         const pa::ClusterLaunch cl(l.grid, dim3(kMmaThreads), smem, stream, dim3(1, 1, parts));  // a cluster: the partitions
@@ -358,12 +370,12 @@ std::string why_not(const SplitPlan& p, const pa::DecodeShape& s, const pa::Devi
         return pa::strf("partition size %d is not a positive multiple of 32", p.partition_size);
     if (p.units || p.cluster) {  // the build and the GPU first: without sm_90 code no shape runs these plans
         std::string why;
-        const Launch any = plan_launch(p, 1, 16, 1, 2);  // a group of 16 and 2 partitions: built for every such plan
+        // A group of 16 and 2 partitions: built for every dtype and D the plan has any kernel for, and
+        // every kernel of a build has the same code; with none for this D, refused below as not built.
+        const Launch any = plan_launch(p, 1, 16, 1, 2);
         with_plan_kernel<false>(p, s.dtype, s.D, any, [&](auto kernel, int, auto) {
-            why = p.cluster ? pa::sm90_code_why_not(reinterpret_cast<const void*>(kernel), info,
-                                                    "the cluster merge needs thread-block clusters", "step 7 runs here")
-                            : pa::sm90_code_why_not(reinterpret_cast<const void*>(kernel), info,
-                                                    "unit copies use cp.async.bulk", "split_k_<P> runs here");
+            const void* k = reinterpret_cast<const void*>(kernel);
+            why = p.cluster ? cluster_sm90_why_not(k, info) : units_sm90_why_not(k, info);
         });
         if (!why.empty()) return why;
     }
@@ -385,21 +397,16 @@ std::string why_not(const SplitPlan& p, const pa::DecodeShape& s, const pa::Devi
     const Launch l = plan_launch(p, s.B, s.H, s.Hkv, grid_partitions(p, s.max_ctx()));
     const size_t need = plan_smem(p, s.dtype, s.D, l);
     if (need == 0) return pa::strf("no %s kernel built for D %d", p.head_rows ? "head-row" : "partition", s.D);
-    if (p.units) {
-        std::string why;
-        with_plan_kernel<false>(p, s.dtype, s.D, l, [&](auto kernel, int, auto) {
-            why = units_why_not(reinterpret_cast<const void*>(kernel), s.D, s.block_size, info);
-        });
+    if (p.units) {  // the GPU and the build were asked above
+        const std::string why = units_page_why_not(s.D, s.block_size);
         if (!why.empty()) return why;
     }
     const bool smem_known = info.smem_per_block_optin > 0;  // a real GPU's (not a probe's)
     const bool smem_fits = !smem_known || need + 1024 <= static_cast<size_t>(info.smem_per_block_optin);
-    if (p.cluster) {
+    if (p.cluster && smem_known && smem_fits) {  // whether the grid's clusters all fit the GPU at once
         std::string why;
         with_plan_kernel<false>(p, s.dtype, s.D, l, [&](auto kernel, int smem, auto) {
             const void* k = reinterpret_cast<const void*>(kernel);
-            why = pa::sm90_code_why_not(k, info, "the cluster merge needs thread-block clusters", "step 7 runs here");
-            if (!why.empty() || !smem_known || !smem_fits) return;  // no clusters here, or refused below
             const long long clusters = static_cast<long long>(l.grid.x) * l.grid.y;
             const int most = pa::max_active_clusters(k, kMmaThreads, smem, static_cast<int>(l.grid.z));
             if (clusters > most)
