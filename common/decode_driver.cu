@@ -59,10 +59,9 @@ static std::string ctx_column(const DecodeShape& s) {
     return uniform ? std::to_string(s.ctx[0]) : "mixed";
 }
 
-int l2_cold_copies(const DecodeProblem& p, const DeviceInfo& info) {
-    const long long pool_bytes = static_cast<long long>(p.cache.k.size() + p.cache.v.size()) * 2;
-    return cold_copies(pool_bytes, info.l2_bytes);
-}
+int l2_cold_copies(const DecodeShape& s, const DeviceInfo& info) { return cold_copies(decode_pool_bytes(s), info.l2_bytes); }
+
+int l2_cold_copies(const DecodeProblem& p, const DeviceInfo& info) { return l2_cold_copies(p.shape, info); }
 
 ResultRow decode_row(const DeviceInfo& info, const std::string& lesson, const std::string& variant, const DecodeShape& s) {
     ResultRow r;
@@ -176,8 +175,13 @@ int run_decode_checks(const std::vector<DecodeShape>& shapes, const std::vector<
 }
 
 void refuse_unrunnable_shapes(const std::string& program, const std::vector<DecodeShape>& shapes,
-                              const std::vector<DecodeVariant>& variants, const DeviceInfo& info) {
+                              const std::vector<DecodeVariant>& variants, const DeviceInfo& info, bool timed) {
     for (const auto& s : shapes) {
+        const std::string memory = pools_why_not(s, info, timed ? l2_cold_copies(s, info) : 1, host_memory_bytes());
+        if (!memory.empty()) {
+            std::fprintf(stderr, "error: %s: %s\n", program.c_str(), memory.c_str());
+            std::exit(kExitBadInput);
+        }
         std::string why;
         bool any = false;
         for (const auto& v : variants) {
@@ -316,8 +320,8 @@ int run_decode_lesson(int argc, char** argv, const DecodeLessonSpec& spec) {
             std::fprintf(stderr, "error: %s: no selected variant runs on this GPU\n", spec.program.c_str());
             return kExitNoGpu;
         }
-        refuse_unrunnable_shapes(spec.program, f.bench_only ? bench_shapes : check_shapes, variants, info);
-        if (!f.check_only) refuse_unrunnable_shapes(spec.program, bench_shapes, variants, info);
+        if (!f.bench_only) refuse_unrunnable_shapes(spec.program, check_shapes, variants, info, false);
+        if (!f.check_only) refuse_unrunnable_shapes(spec.program, bench_shapes, variants, info, true);
         int failures = 0;
         if (!f.bench_only)
             for (const auto& pass : passes) {

@@ -46,8 +46,9 @@ class DeviceDecodeProblem {
     std::vector<DeviceBuffer<uint16_t>> k_, v_;
 };
 
-// Copies of `p`'s K/V pools that the L2-cold timing rotates through (cold_copies of its
-// pool size): pass to DeviceDecodeProblem.
+// Copies of a shape's K/V pools that the L2-cold timing rotates through (cold_copies of its
+// pool size, decode_pool_bytes): pass to DeviceDecodeProblem.
+int l2_cold_copies(const DecodeShape& s, const DeviceInfo& info);
 int l2_cold_copies(const DecodeProblem& p, const DeviceInfo& info);
 
 // What a launch looks like on this GPU, for the CTAs and waves columns.
@@ -180,9 +181,10 @@ int run_decode_lesson(int argc, char** argv, const DecodeLessonSpec& spec);
 // (generated, so it names exactly what --variant takes).
 std::string decode_lesson_usage(const DecodeLessonSpec& spec);
 
-// Exits with kExitBadInput and one line if no variant in `variants` can run a shape.
+// Exits with kExitBadInput and one line if a shape's pools do not fit (pools_why_not, with
+// the copies a timed run makes when `timed`) or no variant in `variants` can run it.
 void refuse_unrunnable_shapes(const std::string& program, const std::vector<DecodeShape>& shapes,
-                              const std::vector<DecodeVariant>& variants, const DeviceInfo& info);
+                              const std::vector<DecodeVariant>& variants, const DeviceInfo& info, bool timed);
 
 // Selects variants by --variant (all when empty); exits with kExitBadInput on an unknown name.
 std::vector<DecodeVariant> select_variants(const std::string& program, const std::string& name,

@@ -2,8 +2,11 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <numeric>
 #include <stdexcept>
+
+#include <unistd.h>
 
 #include "parallel.h"
 #include "random.h"
@@ -47,13 +50,50 @@ BlockTable build_block_table(const std::vector<int>& context_lens, int block_siz
     return bt;
 }
 
+namespace {
+
+// Unowned pages beside the sequences' own: one per 16 owned tokens' pages, at least one.
+int unowned_pages(const DecodeShape& shape) {
+    return std::max(1, static_cast<int>(shape.total_tokens() / shape.block_size / 16));
+}
+
+}  // namespace
+
+long long decode_pool_bytes(const DecodeShape& shape) {
+    long long pages = unowned_pages(shape);
+    for (int c : shape.ctx) pages += (c + shape.block_size - 1) / shape.block_size;
+    return 2LL * pages * shape.Hkv * shape.block_size * shape.D * static_cast<long long>(sizeof(uint16_t));
+}
+
+std::string pools_why_not(const DecodeShape& shape, const DeviceInfo& info, int copies, long long host_bytes) {
+    const double gib = 1024.0 * 1024.0 * 1024.0;
+    const double pools = static_cast<double>(decode_pool_bytes(shape));
+    char line[320];
+    if (pools * copies > 0.9 * static_cast<double>(info.global_mem_bytes)) {
+        std::snprintf(line, sizeof(line), "shape %s needs %.1f GiB of GPU memory for %d cop%s of its K and V pools; %s has %.1f GiB",
+                      shape.name.c_str(), pools * copies / gib, copies, copies == 1 ? "y" : "ies", info.name.c_str(),
+                      static_cast<double>(info.global_mem_bytes) / gib);
+        return line;
+    }
+    if (host_bytes > 0 && pools > 0.5 * static_cast<double>(host_bytes)) {
+        std::snprintf(line, sizeof(line), "shape %s needs %.1f GiB of host memory for its K and V pools; this machine has %.1f GiB",
+                      shape.name.c_str(), pools / gib, static_cast<double>(host_bytes) / gib);
+        return line;
+    }
+    return "";
+}
+
+long long host_memory_bytes() {
+    const long long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGE_SIZE);
+    return pages > 0 && page > 0 ? pages * page : 0;
+}
+
 DecodeProblem make_decode_problem(const DecodeShape& shape, uint64_t seed) {
     DecodeProblem p;
     p.shape = shape;
     p.seed = seed;
     p.scale = 1.0 / std::sqrt(static_cast<double>(shape.D));
-    const int extra = std::max(1, static_cast<int>(shape.total_tokens() / shape.block_size / 16));
-    p.table = build_block_table(shape.ctx, shape.block_size, extra, seed);
+    p.table = build_block_table(shape.ctx, shape.block_size, unowned_pages(shape), seed);
 
     PagedKvCache& c = p.cache;
     c.dtype = shape.dtype;

@@ -12,8 +12,10 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <string>
 #include <vector>
 
+#include "device_info.cuh"
 #include "dtype.h"
 #include "shapes.h"
 
@@ -53,6 +55,18 @@ struct DecodeProblem {
     double scale = 0;         // 1 / sqrt(D)
     uint64_t seed = 0;
 };
+
+// The bytes of make_decode_problem's K and V pools (both, one copy): the shape's pages plus
+// the unowned ones, what a run must find room for before it builds them.
+long long decode_pool_bytes(const DecodeShape& shape);
+
+// Why a shape's K and V pools cannot be built here, or "" when they fit: one copy must fit
+// half of `host_bytes` (the host builds them; 0: unknown, not checked), and `copies` of them
+// (a timed run rotates L2-cold copies) nine tenths of the GPU's memory.
+std::string pools_why_not(const DecodeShape& shape, const DeviceInfo& info, int copies, long long host_bytes);
+
+// This machine's physical memory in bytes (0 if it cannot tell).
+long long host_memory_bytes();
 
 // Random K, V uniform in [-1, 1) and q in [-3, 3) (logits with a standard deviation near 1), rounded to the shape's dtype; NaN where no sequence owns.
 DecodeProblem make_decode_problem(const DecodeShape& shape, uint64_t seed);

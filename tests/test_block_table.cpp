@@ -130,3 +130,33 @@ TEST_CASE("make_decode_problem: real tokens finite and in range, NaN past each l
         CHECK(again.table.table == p.table.table);
     }
 }
+
+TEST_CASE("decode_pool_bytes is the size of the pools make_decode_problem builds", "[cpu][block_table]") {
+    const std::vector<pa::DecodeShape> shapes = {
+        pa::make_shape("one", 1, 1, {1}, 128, 16),
+        pa::make_shape("mixed", 8, 2, {1, 17, 100}, 64, 8),
+        pa::make_shape("long", 64, 8, {2048, 1531}, 128, 32, pa::DType::bf16),
+        pa::make_shape("d256", 4, 4, {513, 1000, 4096}, 256, 16),
+    };
+    for (const auto& s : shapes) {
+        const pa::DecodeProblem p = pa::make_decode_problem(s, 7);
+        CHECK(pa::decode_pool_bytes(s) == static_cast<long long>(p.cache.k.size() + p.cache.v.size()) * 2);
+    }
+}
+
+TEST_CASE("pools_why_not refuses, in one line, pools that do not fit the GPU or the host", "[cpu][block_table]") {
+    pa::DeviceInfo gpu;
+    gpu.name = "a 1 GiB GPU";
+    gpu.global_mem_bytes = 1LL << 30;
+    const pa::DecodeShape small = pa::make_shape("small", 8, 8, {1000}, 128, 16);       // 4.1 MB of pools
+    const pa::DecodeShape big = pa::make_shape("big", 8, 8, {100000, 100000}, 128, 16);  // 876 MB
+    CHECK(pa::pools_why_not(small, gpu, 2, 0).empty());
+    CHECK(pa::pools_why_not(big, gpu, 1, 0).empty());
+    const std::string two = pa::pools_why_not(big, gpu, 2, 0);  // two copies: 1.6 GiB
+    CHECK(two.find("shape big needs 1.6 GiB of GPU memory for 2 copies of its K and V pools; a 1 GiB GPU has 1.0 GiB") == 0);
+    CHECK(two.find('\n') == std::string::npos);
+    const std::string host = pa::pools_why_not(big, gpu, 1, 1LL << 30);  // more than half of the host
+    CHECK(host.find("shape big needs 0.8 GiB of host memory") == 0);
+    CHECK(pa::pools_why_not(big, gpu, 1, 4LL << 30).empty());
+    CHECK(pa::host_memory_bytes() > 0);
+}

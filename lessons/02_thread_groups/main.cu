@@ -165,6 +165,11 @@ TimelineRun run_timeline(const pa::DecodeShape& s, uint64_t seed, const pa::Devi
 // timeline build cannot run on this GPU.
 void refuse_timeline_shapes(const std::vector<pa::DecodeShape>& shapes, const pa::DeviceInfo& info) {
     for (const auto& s : shapes) {
+        const std::string memory = pa::pools_why_not(s, info, pa::l2_cold_copies(s, info), pa::host_memory_bytes());
+        if (!memory.empty()) {
+            std::fprintf(stderr, "error: %s: %s\n", kProgram, memory.c_str());
+            std::exit(pa::kExitBadInput);
+        }
         const std::string why = lesson02::step10::timeline_why_not(s, info);
         if (!why.empty()) {
             std::fprintf(stderr, "error: %s: --timeline cannot run %s: %s\n", kProgram, s.name.c_str(), why.c_str());
