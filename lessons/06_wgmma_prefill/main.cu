@@ -175,7 +175,7 @@ class PrefillRun {
     // `cold`: K/V in enough copies for the L2-cold timing.
     PrefillRun(const PrefillShape& s, uint64_t seed, const GateSetting& g, const pa::DeviceInfo& info, bool cold)
         : p_(make_prefill_problem(s, seed)),
-          dev_(p_, cold ? pa::cold_copies(2LL * static_cast<long long>(p_.cache.k.size()) * 2, info.l2_bytes) : 1),
+          dev_(p_, cold ? pa::l2_cold_copies(cache_shape(p_.shape), info) : 1),
           gate_(g),
           info_(info),
           stride_(static_cast<double>(causal_pairs(s)) * s.H > kFullCheckPairs ? kBenchRowStride : 1) {}
@@ -413,6 +413,14 @@ int main(int argc, char** argv) {
     try {
         std::printf("Lesson 06: causal prefill over the paged cache (D 128, page 16, bf16), softmax and gate\n");
         std::printf("GPU: %s\n", info.summary().c_str());
+        // Shapes whose K and V pools (with a timed run's L2-cold copies) do not fit, before they are built.
+        for (const auto* shapes : {&sel.check, &sel.bench})
+            for (const auto& s : *shapes) {
+                const pa::DecodeShape d = cache_shape(s);
+                const int copies = shapes == &sel.bench ? pa::l2_cold_copies(d, info) : 1;
+                const std::string memory = pa::pools_why_not(d, info, copies, pa::host_memory_bytes());
+                if (!memory.empty()) pa::exit_bad_input(kProgram, memory);
+            }
         if (f.has(kFloorFlag.name)) {
             int failures = 0;
             run_floor(sel, f, info, &failures);

@@ -118,14 +118,17 @@ long long prefill_bytes(const PrefillShape& s) {
 
 const char* policy_name(Policy p) { return p == Policy::softmax ? "softmax" : "gate"; }
 
+pa::DecodeShape cache_shape(const PrefillShape& s) {
+    std::vector<int> ctx(s.B());
+    for (int b = 0; b < s.B(); ++b) ctx[b] = s.prefix_lens[b] + s.new_lens[b];
+    return pa::make_shape(s.name, s.H, s.Hkv, ctx, s.D, s.block_size, s.dtype);
+}
+
 PrefillProblem make_prefill_problem(const PrefillShape& s, uint64_t seed) {
     validate_prefill_shape(s);
     // The cache and its table are a decode problem's with ctx = prefix + new: common/ fills the
     // real tokens and leaves NaN everywhere else. Its q ([B, H, D]) is not used.
-    std::vector<int> ctx(s.B());
-    for (int b = 0; b < s.B(); ++b) ctx[b] = s.prefix_lens[b] + s.new_lens[b];
-    const pa::DecodeShape d = pa::make_shape(s.name, s.H, s.Hkv, ctx, s.D, s.block_size, s.dtype);
-    pa::DecodeProblem dp = pa::make_decode_problem(d, seed);
+    pa::DecodeProblem dp = pa::make_decode_problem(cache_shape(s), seed);
 
     PrefillProblem p;
     p.shape = s;

@@ -93,6 +93,10 @@ struct PrefillProblem {
     uint64_t seed = 0;
 };
 
+// The paged cache a shape's problem holds: a decode shape whose contexts are each sequence's
+// prefix plus its new tokens (its pools' size is pa::decode_pool_bytes of it).
+pa::DecodeShape cache_shape(const PrefillShape& s);
+
 // Random q in [-3, 3), K and V in [-1, 1) (scores with a standard deviation near 1), rounded
 // to bf16; a random block table; NaN wherever no sequence owns a slot.
 PrefillProblem make_prefill_problem(const PrefillShape& s, uint64_t seed);
