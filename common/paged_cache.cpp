@@ -52,7 +52,7 @@ BlockTable build_block_table(const std::vector<int>& context_lens, int block_siz
 
 namespace {
 
-// Unowned pages beside the sequences' own: one per 16 owned tokens' pages, at least one.
+// Unowned pages beside the sequences' own: one for every 16 pages' worth of tokens, at least one.
 int unowned_pages(const DecodeShape& shape) {
     return std::max(1, static_cast<int>(shape.total_tokens() / shape.block_size / 16));
 }
