@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cstdio>
 #include <numeric>
 #include <stdexcept>
 
@@ -10,6 +9,7 @@
 
 #include "parallel.h"
 #include "random.h"
+#include "table.h"  // strf
 
 namespace pa {
 
@@ -68,18 +68,13 @@ long long decode_pool_bytes(const DecodeShape& shape) {
 std::string pools_why_not(const DecodeShape& shape, const DeviceInfo& info, int copies, long long host_bytes) {
     const double gib = 1024.0 * 1024.0 * 1024.0;
     const double pools = static_cast<double>(decode_pool_bytes(shape));
-    char line[320];
-    if (pools * copies > 0.9 * static_cast<double>(info.global_mem_bytes)) {
-        std::snprintf(line, sizeof(line), "shape %s needs %.1f GiB of GPU memory for %d cop%s of its K and V pools; %s has %.1f GiB",
-                      shape.name.c_str(), pools * copies / gib, copies, copies == 1 ? "y" : "ies", info.name.c_str(),
-                      static_cast<double>(info.global_mem_bytes) / gib);
-        return line;
-    }
-    if (host_bytes > 0 && pools > 0.5 * static_cast<double>(host_bytes)) {
-        std::snprintf(line, sizeof(line), "shape %s needs %.1f GiB of host memory for its K and V pools; this machine has %.1f GiB",
-                      shape.name.c_str(), pools / gib, static_cast<double>(host_bytes) / gib);
-        return line;
-    }
+    if (pools * copies > 0.9 * static_cast<double>(info.global_mem_bytes))
+        return strf("shape %s needs %.1f GiB of GPU memory for %d cop%s of its K and V pools; %s has %.1f GiB",
+                    shape.name.c_str(), pools * copies / gib, copies, copies == 1 ? "y" : "ies", info.name.c_str(),
+                    static_cast<double>(info.global_mem_bytes) / gib);
+    if (host_bytes > 0 && pools > 0.5 * static_cast<double>(host_bytes))
+        return strf("shape %s needs %.1f GiB of host memory for its K and V pools; this machine has %.1f GiB",
+                    shape.name.c_str(), pools / gib, static_cast<double>(host_bytes) / gib);
     return "";
 }
 

@@ -414,13 +414,16 @@ int main(int argc, char** argv) {
         std::printf("Lesson 06: causal prefill over the paged cache (D 128, page 16, bf16), softmax and gate\n");
         std::printf("GPU: %s\n", info.summary().c_str());
         // Shapes whose K and V pools (with a timed run's L2-cold copies) do not fit, before they are built.
-        for (const auto* shapes : {&sel.check, &sel.bench})
-            for (const auto& s : *shapes) {
+        // A run builds the check's shapes unless --bench, and the measurement's unless --check.
+        for (const bool timed : {false, true}) {
+            if (timed ? f.check_only : f.bench_only) continue;
+            for (const auto& s : timed ? sel.bench : sel.check) {
                 const pa::DecodeShape d = cache_shape(s);
-                const int copies = shapes == &sel.bench ? pa::l2_cold_copies(d, info) : 1;
+                const int copies = timed ? pa::l2_cold_copies(d, info) : 1;
                 const std::string memory = pa::pools_why_not(d, info, copies, pa::host_memory_bytes());
                 if (!memory.empty()) pa::exit_bad_input(kProgram, memory);
             }
+        }
         if (f.has(kFloorFlag.name)) {
             int failures = 0;
             run_floor(sel, f, info, &failures);
