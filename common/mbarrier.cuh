@@ -146,4 +146,11 @@ __device__ __forceinline__ void named_barrier_sync() {
     asm volatile("bar.sync %0, %1;" ::"n"(ID), "n"(THREADS) : "memory");
 }
 
+// This warp's arrival on named barrier ID, without waiting for the others (they bar.sync).
+template <int ID, int THREADS>
+__device__ __forceinline__ void named_barrier_arrive() {
+    static_assert(ID > 0 && ID < 16 && THREADS % 32 == 0, "barriers 1..15, whole warps");
+    asm volatile("bar.arrive %0, %1;" ::"n"(ID), "n"(THREADS) : "memory");
+}
+
 }  // namespace pa

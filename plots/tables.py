@@ -297,10 +297,11 @@ def lesson02_steps_present(c):
     return present, [v for v in LESSON02_STEP_VARIANTS if v not in have]
 
 
-def best_of(c, lesson, variants, shape):
-    """The fastest (L2-cold median) of `variants` on `shape`; every one must have a row."""
-    rows = [c.row(lesson, v, shape) for v in variants]
-    return min(rows, key=lambda r: float(r["us_median"]))
+def best_of(c, lesson, variants, shape, may_lack=frozenset()):
+    """The fastest (L2-cold median) of `variants` on `shape`; every one must have a row, except those
+    in `may_lack` (steps that refuse some shapes by design). None when no variant has one."""
+    rows = [r for v in variants if (r := c.find(lesson, v, shape) if v in may_lack else c.row(lesson, v, shape))]
+    return min(rows, key=lambda r: float(r["us_median"])) if rows else None
 
 
 def auto_row(c, lesson, shape):
@@ -456,7 +457,7 @@ def grid(name, doc, csvname, lesson, shapes, cols, caption, footer=None):
 
 def lesson02_best(at):
     """The fastest of lesson 02's steps that the CSV has, on the shape."""
-    return best_of(at.c, "02", lesson02_steps_present(at.c)[0], at.shape)["variant"]
+    return best_of(at.c, "02", lesson02_steps_present(at.c)[0], at.shape, LESSON02_REFUSING)["variant"]
 
 
 def results_so_far_caption(ctx, gpu, c2):
@@ -563,7 +564,9 @@ def ladder02_cols(c):
         raise TableError(f"{c.rel}: no lesson 02 step variant ({variant_list(LESSON02_STEP_VARIANTS)})")
 
     def cell(at, vs, tgs):
-        b = best_of(at.c, "02", vs, at.shape)
+        b = best_of(at.c, "02", vs, at.shape, LESSON02_REFUSING)
+        if b is None:
+            return "-"
         return us_ladder(b["us_median"]) + (f" ({b['variant'].rsplit('_tgs', 1)[1]})" if tgs else "")
     return [c_shape(), c_time("lesson 01 `naive`", NAIVE, fmt=us_ladder)] + [
         Col(f"{step}. `{fam}`", lambda at, vs=[v for v in family_variants(fam, tgs) if v in have], tgs=tgs: cell(at, vs, tgs))

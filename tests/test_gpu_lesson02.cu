@@ -197,13 +197,15 @@ bool bulk_runs_here(const pa::DeviceInfo& info) {
 }
 
 // The refusals lesson 02 documents beyond shared memory and group size: step 3 on logits that
-// do not fit, steps 11 to 13 off sm_90 (or in a build without sm_90 code), and steps 12 and 13
-// on pages smaller than their units.
+// do not fit, steps 11 to 14 off sm_90 (or in a build without sm_90 code), steps 12 to 14 on
+// pages smaller than their units, and step 14 on groups above 8.
 bool documented_refusal(const pa::DecodeVariant& v, const pa::DecodeShape& s, const pa::DeviceInfo& info) {
     if (logits_refusal(v, s, info)) return true;
-    const bool units = v.name == "grouped_mma_units" || v.name == "grouped_mma_aligned";
+    const bool two_streams = v.name == "grouped_mma_two_streams";
+    const bool units = v.name == "grouped_mma_units" || v.name == "grouped_mma_aligned" || two_streams;
     if (v.name != "grouped_mma_bulk" && !units) return false;
     if (!bulk_runs_here(info)) return true;
+    if (two_streams && s.group() > 8) return true;
     return units && s.block_size < lesson02::step10::tile_tokens(s.D) / 8;
 }
 
@@ -252,6 +254,27 @@ TEST_CASE("lesson02 step 13 (aligned units) matches the reference on 60 random c
     const pa::DeviceInfo info = pa::testing::gpu_for_test();
     if (!bulk_runs_here(info)) SKIP("step 13 needs sm_90 and an sm_90 build");
     check_unit_step("grouped_mma_aligned", lesson02::Step::grouped_mma_aligned, info);
+}
+
+// Step 14 splits each context's tiles between two streams: contexts of 1 tile (the second
+// stream idle), of an odd number of tiles, ending mid-tile and mid-unit, every D and dtype.
+TEST_CASE("lesson02 step 14 (two streams) matches the reference on 60 random cases (seed 20250205)", "[gpu][lesson02]") {
+    const pa::DeviceInfo info = pa::testing::gpu_for_test();
+    if (!bulk_runs_here(info)) SKIP("step 14 needs sm_90 and an sm_90 build");
+    check_unit_step("grouped_mma_two_streams", lesson02::Step::grouped_mma_two_streams, info);
+    const lesson02::Config config{lesson02::Step::grouped_mma_two_streams};
+    CHECK(lesson02::why_not(config, pa::make_shape("g16", 16, 1, {100}), info).find("group 16") != std::string::npos);
+    for (const int D : {64, 128, 256})
+        for (const pa::DType t : {pa::DType::fp16, pa::DType::bf16}) {
+            const pa::DecodeShape s = pa::make_shape("two-streams-D" + std::to_string(D), 16, 4, {1, 128, 129, 385, 640, 3000}, D,
+                                                     16, t);
+            const pa::DecodeProblem p = pa::make_decode_problem(s, kSeed + 8);
+            pa::DeviceDecodeProblem dev(p);
+            const pa::CheckResult r = pa::check_once(variants_named({"grouped_mma_two_streams"})[0], dev, p,
+                                                     pa::reference::softmax_decode(p));
+            INFO(s.name << " " << pa::dtype_name(t) << ": " << r.message);
+            CHECK(r.pass);
+        }
 }
 
 // A grid larger than the GPU with one 8-head column block takes step 10's two-CTAs-per-SM
@@ -439,6 +462,20 @@ TEST_CASE("lesson02 auto follows its stated rule", "[gpu][lesson02]") {
     CHECK(picks(shared_b - 1, 8, 1, info) == grouped);
     CHECK(picks(24, 64, 8, info) == aligned);    // 192 CTAs, past the threshold on 128 to 174 SMs
     CHECK(picks(2 * info.sms, 32, 1, info) == grouped);  // MQA: 32 heads a CTA
+    // 8-head CTAs covering 0.7 to 1 times the SMs with a context of 2048 tokens or more: step 14
+    auto picks_ctx = [&](int B, int H, int Hkv, int ctx) {
+        const pa::DecodeShape s = pa::make_shape("rule-ctx", H, Hkv, std::vector<int>(B, ctx));
+        return lesson02::config_name(lesson02::auto_config(s, info));
+    };
+    const std::string two_streams = bulk_runs_here(info) ? "grouped_mma_two_streams" : "grouped_mma_ws";
+    const int most_b = info.sms, fewest_b = static_cast<int>(std::ceil(lesson02::step14::kMinGridOfSms * info.sms));
+    CHECK(picks_ctx(16, 64, 8, 8192) == two_streams);  // llama70b-B16-ctx8k: 128 CTAs
+    CHECK(picks_ctx(most_b, 8, 1, lesson02::step14::kMinContext) == two_streams);
+    CHECK(picks_ctx(fewest_b, 8, 1, lesson02::step14::kMinContext) == two_streams);
+    CHECK(picks_ctx(fewest_b - 1, 8, 1, 8192) == grouped);
+    CHECK(picks_ctx(most_b + 1, 8, 1, 8192) == grouped);  // one SM with two CTAs: step 12 (below step 13's 1.1)
+    CHECK(picks_ctx(most_b, 8, 1, lesson02::step14::kMinContext - 1) == grouped);
+    CHECK(picks_ctx(most_b, 16, 1, 8192) == grouped);  // 16 heads a CTA
     // pages of 8 (smaller than step 12's units): step 11 where step 10 runs two CTAs per SM, else step 10
     auto picks_pages8 = [&](int B, int H, int Hkv) {
         const pa::DecodeShape s = pa::make_shape("rule8", H, Hkv, std::vector<int>(B, 1000), 128, 8, pa::DType::fp16);

@@ -107,11 +107,11 @@ __device__ __forceinline__ void issue_tile(scalar_t* tiles, int i, int num_k_til
 // what was accumulated before, running sum l. Fewer heads than warps: several warps share
 // a head's tokens. Every thread of the CTA (WARPS warps) calls it; red_max and red_sum
 // hold WARPS floats; the caller syncs before reading alpha.
+// `warp`: the calling warp's index among the WARPS (step 14 runs two sets of warps in a CTA).
 template <int HEADS_PER_CTA, int WARPS = kWarps>
 __device__ __forceinline__ void chunk_softmax(float* logits, int stride, int chunk_len, int num_heads, float* m_run,
-                                              float* l_run, float* alpha, float* red_max, float* red_sum) {
+                                              float* l_run, float* alpha, float* red_max, float* red_sum, int warp) {
     const int lane = threadIdx.x % 32;
-    const int warp = threadIdx.x / 32;
     constexpr int kWarpsPerHead = HEADS_PER_CTA >= WARPS ? 1 : WARPS / HEADS_PER_CTA;
     constexpr int kHeadsPerPass = WARPS / kWarpsPerHead;
     const int part = warp % kWarpsPerHead;
@@ -152,6 +152,12 @@ __device__ __forceinline__ void chunk_softmax(float* logits, int stride, int chu
             m_run[h] = m_new;
         }
     }
+}
+template <int HEADS_PER_CTA, int WARPS = kWarps>
+__device__ __forceinline__ void chunk_softmax(float* logits, int stride, int chunk_len, int num_heads, float* m_run,
+                                              float* l_run, float* alpha, float* red_max, float* red_sum) {
+    chunk_softmax<HEADS_PER_CTA, WARPS>(logits, stride, chunk_len, num_heads, m_run, l_run, alpha, red_max, red_sum,
+                                        static_cast<int>(threadIdx.x / 32));
 }
 
 }  // namespace lesson02

@@ -45,12 +45,13 @@ bool with_grouped_kernel(pa::DType t, int D, int heads, int ctas_per_sm, F&& f) 
     });
 }
 
-// Launches a kernel of the family on grid (Hkv, B).
+// Launches a kernel of the family on grid (Hkv, B), `threads` a CTA (step 14's: two of kMmaThreads).
 template <class Kernel>
-void launch_grouped(Kernel kernel, int smem, const pa::PagedDecodeArgs& a, cudaStream_t stream) {
+void launch_grouped(Kernel kernel, int smem, const pa::PagedDecodeArgs& a, cudaStream_t stream,
+                    int threads = kMmaThreads) {
     using T = typename pa::KernelScalar<Kernel>::type;
     pa::opt_in_max_dynamic_smem(reinterpret_cast<const void*>(kernel));
-    kernel<<<dim3(a.Hkv, a.B), kMmaThreads, smem, stream>>>(
+    kernel<<<dim3(a.Hkv, a.B), threads, smem, stream>>>(
         static_cast<T*>(a.out), static_cast<const T*>(a.q), static_cast<const T*>(a.k_cache),
         static_cast<const T*>(a.v_cache), a.block_table, a.context_lens, a.H, a.Hkv, a.H / a.Hkv, a.block_size,
         a.max_blocks_per_seq, a.scale);
@@ -58,12 +59,12 @@ void launch_grouped(Kernel kernel, int smem, const pa::PagedDecodeArgs& a, cudaS
 }
 
 template <class Kernel>
-pa::LaunchGeometry grouped_geometry(Kernel kernel, int smem, const pa::DecodeShape& s) {
+pa::LaunchGeometry grouped_geometry(Kernel kernel, int smem, const pa::DecodeShape& s, int threads = kMmaThreads) {
     const void* k = reinterpret_cast<const void*>(kernel);
     pa::opt_in_max_dynamic_smem(k);
     pa::LaunchGeometry g;
     g.ctas = static_cast<long long>(s.Hkv) * s.B;
-    g.threads = kMmaThreads;
+    g.threads = threads;
     g.smem_bytes = smem;
     g.ctas_per_sm = pa::resident_ctas_per_sm(reinterpret_cast<const void*>(k), g.threads, g.smem_bytes);
     return g;

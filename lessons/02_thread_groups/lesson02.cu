@@ -59,15 +59,16 @@ const StepOps kStepOps[] = {
     PA_PLAIN_STEP(step11, "grouped_mma_bulk"),
     PA_PLAIN_STEP(step12, "grouped_mma_units"),
     PA_PLAIN_STEP(step13, "grouped_mma_aligned"),
+    PA_PLAIN_STEP(step14, "grouped_mma_two_streams"),
 };
 #undef PA_TGS_STEP
 #undef PA_PLAIN_STEP
-static_assert(sizeof(kStepOps) / sizeof(kStepOps[0]) == static_cast<int>(Step::grouped_mma_aligned),
+static_assert(sizeof(kStepOps) / sizeof(kStepOps[0]) == static_cast<int>(Step::grouped_mma_two_streams),
               "one entry per step, in step order");
 
 const StepOps& ops_of(Step step) {
     const int i = static_cast<int>(step) - 1;
-    if (i < 0 || i >= static_cast<int>(Step::grouped_mma_aligned))
+    if (i < 0 || i >= static_cast<int>(Step::grouped_mma_two_streams))
         throw pa::CudaError(pa::strf("lesson02: no step %d", static_cast<int>(step)));
     return kStepOps[i];
 }
@@ -102,7 +103,9 @@ pa::LaunchGeometry geometry(const Config& c, const pa::DecodeShape& s, const pa:
 //    every shape measured; at one CTA per SM they lost on the long and large shapes (README,
 //    steps 11 and 12). And step 13 before step 12 where the grid of 8-head CTAs is at least
 //    1.1 times the SMs (step13::shares_sms): there its aligned copies won; on one CTA per SM
-//    step 12 was faster or level.
+//    step 12 was faster or level. And step 14 before all where 8-head CTAs cover 0.7 to 1 times
+//    the SMs on contexts of 2048 tokens or more (step14::one_per_sm): there its two streams a
+//    CTA were the fastest of the three.
 //  * the per-head mapping with the ring (step 6, TGS 4) for a grouped grid of fewer than
 //    kMinGroupedCtas CTAs: the per-head grid's parallelism is worth more than the re-reads,
 //    which the other heads' CTAs find in L2; and for a group above 32, which has no grouped
@@ -119,6 +122,7 @@ std::vector<Config> auto_preference(const pa::DecodeShape& s, const pa::DeviceIn
     if (step10::ctas_per_sm(s, info) == 2) prefs.insert(prefs.begin(), Config{Step::grouped_mma_bulk});
     prefs.insert(prefs.begin(), Config{Step::grouped_mma_units});
     if (step13::shares_sms(s, info)) prefs.insert(prefs.begin(), Config{Step::grouped_mma_aligned});
+    if (step14::one_per_sm(s, info)) prefs.insert(prefs.begin(), Config{Step::grouped_mma_two_streams});
     return prefs;
 }
 
@@ -196,6 +200,7 @@ std::vector<pa::DecodeVariant> all_variants() {
     out.push_back(variant({Step::grouped_mma_bulk}));
     out.push_back(variant({Step::grouped_mma_units}));
     out.push_back(variant({Step::grouped_mma_aligned}));
+    out.push_back(variant({Step::grouped_mma_two_streams}));
     out.push_back(auto_variant());
     return out;
 }

@@ -26,6 +26,7 @@ enum class Step {
     grouped_mma_bulk = 11,  // step 11: + one bulk copy per row, counted by the barrier (sm_90)
     grouped_mma_units = 12, // step 12: + one bulk copy per 16-token unit of a page (sm_90)
     grouped_mma_aligned = 13, // step 13: + the units land 128-byte aligned, read without conflicts (sm_90)
+    grouped_mma_two_streams = 14, // step 14: + two streams a CTA, each half the tiles, merged at the end (sm_90)
 };
 
 struct Config {
@@ -37,7 +38,7 @@ struct Config {
 // CSV variant names: thread_groups_tgs8, wide_loads_tgs4, grouped_logits_tgs8,
 // online_softmax_tgs8, cp_async_ring_tgs8, per_head_tgs4, grouped_tgs16, tile_stream,
 // grouped_mma_qk, grouped_mma,
-// grouped_mma_ws, grouped_mma_bulk, grouped_mma_units, grouped_mma_aligned.
+// grouped_mma_ws, grouped_mma_bulk, grouped_mma_units, grouped_mma_aligned, grouped_mma_two_streams.
 std::string config_name(const Config& c);
 
 // Empty if the configuration can run the shape on this GPU, otherwise why not.
@@ -54,7 +55,8 @@ pa::LaunchGeometry geometry(const Config& c, const pa::DecodeShape& s, const pa:
 //     step 10 runs two CTAs per SM (8 heads a CTA, more grouped CTAs than SMs), and
 //     grouped_mma_units (sm_90, pages of at least one unit) before everything, and
 //     grouped_mma_aligned before that where the grid of 8-head CTAs is at least 1.1 times
-//     the SMs.
+//     the SMs, grouped_mma_two_streams before all where it is 0.7 to 1 times the SMs and the
+//     longest context has at least 2048 tokens.
 constexpr int kMinGroupedCtas = 4;
 std::vector<Config> auto_preference(const pa::DecodeShape& s, const pa::DeviceInfo& info);
 Config auto_config(const pa::DecodeShape& s, const pa::DeviceInfo& info);
@@ -63,7 +65,7 @@ pa::DecodeVariant variant(const Config& c);
 pa::DecodeVariant auto_variant();  // named `auto`
 
 // Every step (steps 1, 2 and 6 at TGS 4, 8, 16, steps 3-5 at TGS 8; step 6 in both
-// mappings; steps 7 to 12 once each), then auto.
+// mappings; steps 7 to 14 once each), then auto.
 std::vector<pa::DecodeVariant> all_variants();
 
 // Shapes that catch the group-mask trap and the chunk walk: contexts that are not a

@@ -47,6 +47,7 @@ std::vector<std::string> step_names() {
     out.push_back("grouped_mma_bulk");
     out.push_back("grouped_mma_units");
     out.push_back("grouped_mma_aligned");
+    out.push_back("grouped_mma_two_streams");
     return out;
 }
 
@@ -75,7 +76,7 @@ void print_table_a(const pa::RowIndex& idx) {
 void print_ladder(const pa::RowIndex& idx, const std::vector<pa::DecodeShape>& shapes) {
     std::printf("\nThe ladder: each step's L2-cold median (us; best TGS in brackets), lesson 01 first\n");
     pa::TextTable t({"shape", "lesson01", "1 thread groups", "2 wide loads", "3 grouped logits", "4 online softmax",
-                     "5 ring", "6 grouped", "6 per head", "9 tensor cores", "10 copy warps", "11 bulk rows", "12 unit copies", "13 aligned units"});
+                     "5 ring", "6 grouped", "6 per head", "9 tensor cores", "10 copy warps", "11 bulk rows", "12 unit copies", "13 aligned units", "14 two streams"});
     auto best = [&](const std::string& shape, const std::string& prefix) {
         const auto b = idx.best_of(shape, names_of(prefix));
         return b.first == "-" ? std::string("-") : pa::strf("%.2f (%s)", b.second, b.first.substr(b.first.size() - 2).c_str());
@@ -85,7 +86,7 @@ void print_ladder(const pa::RowIndex& idx, const std::vector<pa::DecodeShape>& s
                    idx.us(s.name, "grouped_logits_tgs8"), idx.us(s.name, "online_softmax_tgs8"),
                    idx.us(s.name, "cp_async_ring_tgs8"), best(s.name, "grouped"), best(s.name, "per_head"), idx.us(s.name, "grouped_mma"),
                    idx.us(s.name, "grouped_mma_ws"), idx.us(s.name, "grouped_mma_bulk"), idx.us(s.name, "grouped_mma_units"),
-                   idx.us(s.name, "grouped_mma_aligned")});
+                   idx.us(s.name, "grouped_mma_aligned"), idx.us(s.name, "grouped_mma_two_streams")});
     t.print();
     std::printf("(TGS in brackets: 4, 8 or 16, written as the name's last two characters)\n");
 }
@@ -117,9 +118,11 @@ void summarize(const std::vector<pa::ResultRow>& rows, const std::vector<pa::Dec
     if (has_all(pa::table_c_tgs_sweep())) print_tgs_sweep(idx);
     std::printf("\nauto rule: grouped_mma_ws (then grouped_mma where its ring does not fit), except per_head_tgs4 for\n"
                 "B * Hkv < %d and for groups above 32; grouped_mma_bulk first where grouped_mma_ws runs two CTAs\n"
-                "per SM, grouped_mma_units before all, and grouped_mma_aligned before it where the grid of\n"
-                "8-head CTAs is at least %.1f times the SMs; the first of these the GPU can run\n",
-                lesson02::kMinGroupedCtas, lesson02::step13::kGridOverSms);
+                "per SM, grouped_mma_units before all, grouped_mma_aligned before it where the grid of\n"
+                "8-head CTAs is at least %.1f times the SMs, and grouped_mma_two_streams before all where it is\n"
+                "%.1f to 1 times the SMs with contexts of at least %d tokens; the first of these the GPU can run\n",
+                lesson02::kMinGroupedCtas, lesson02::step13::kGridOverSms, lesson02::step14::kMinGridOfSms,
+                lesson02::step14::kMinContext);
 }
 
 // --timeline: step 10's timeline build (common/timeline.h) on each shape, checked against the
@@ -340,6 +343,7 @@ int main(int argc, char** argv) {
         "per_head_tgs{4,8,16} and grouped_tgs{4,8,16} (step 6), tile_stream (step 7), grouped_mma_qk (step 8),\n"
         "grouped_mma (step 9), grouped_mma_ws (step 10),\n"
         "grouped_mma_bulk (step 11, sm_90), grouped_mma_units (step 12, sm_90), grouped_mma_aligned (step 13, sm_90),\n"
+        "grouped_mma_two_streams (step 14, sm_90),\n"
         "auto; the measurement adds lesson 01 (naive) for comparison.\n";
     spec.variants = lesson02::all_variants();
     pa::DecodeVariant naive = lesson01::variant();

@@ -141,3 +141,19 @@ std::string why_not(const pa::DecodeShape& s, const pa::DeviceInfo& info);
 void launch(const pa::PagedDecodeArgs& a, cudaStream_t stream);
 pa::LaunchGeometry geometry(const pa::DecodeShape& s, const pa::DeviceInfo& info);
 }  // namespace lesson02::step13
+
+// Step 14: two of step 13's CTAs in one (two streams, each half the context's tiles), merged in
+// shared memory at the end; for grids that leave each SM one CTA. sm_90, 8 heads a CTA.
+namespace lesson02::step14 {
+// Where `auto` takes step 14 first: a grid of 8-head CTAs from kMinGridOfSms to 1 times the SMs
+// (each SM one CTA at most, most SMs busy) whose longest context is at least kMinContext
+// tokens. There it was the fastest of steps 12 to 14; on shorter contexts the two streams'
+// extra start and merge cost more than the second chain gains, and on smaller grids step 12's
+// deep ring alone on its SM was faster (README, step 14; NOTES).
+constexpr double kMinGridOfSms = 0.7;
+constexpr int kMinContext = 2048;
+bool one_per_sm(const pa::DecodeShape& s, const pa::DeviceInfo& info);
+std::string why_not(const pa::DecodeShape& s, const pa::DeviceInfo& info);
+void launch(const pa::PagedDecodeArgs& a, cudaStream_t stream);
+pa::LaunchGeometry geometry(const pa::DecodeShape& s, const pa::DeviceInfo& info);
+}  // namespace lesson02::step14
