@@ -860,7 +860,8 @@ def t_lesson02_copy_rate(ctx, gpu, c):
                  "one CTA per SM", "two CTAs per SM"], out, right={1, 2, 3, 4, 5, 6}))
 
 
-COPY_ITEMS = ("items_contiguous", "items_pages16", "items_pages16_pad16", "items_loads_pages16")
+COPY_ITEMS = ("items_contiguous", "items_pages16", "items_pages16_pad16", "items_loads_pages16", "shares_pages16_1",
+              "shares_pages16_2")
 
 
 @per_gpu("lesson02_copy_items", "lesson02_copy_rate.csv")
@@ -890,19 +891,22 @@ def t_lesson02_copy_items(ctx, gpu, c):
             cells.append(cell(by.get((v, shape))))
         cells.append(cell(l2.find("02", "grouped_mma_units", shape) if l2 else None))
         cells.append(cell(l2.find("02", "grouped_mma_aligned", shape) if l2 else None))
+        cells.append(cell(l2.find("02", "grouped_mma_two_streams", shape) if l2 else None))
         cells.append(cell(peers.find("peer", "sdpa_cudnn", shape) if peers else None))
         out.append(cells)
     src = "; ".join(f"{what} from {ctx.link(x)} ({x.read_bw()})" for what, x in
-                    (("steps 12 and 13", l2), ("cuDNN SDPA", peers)) if x is not None)
+                    (("steps 12 to 14", l2), ("cuDNN SDPA", peers)) if x is not None)
     return (
         f"**{gpu_name(gpu)}**, data {ctx.link(c)} (streaming read {c.read_bw()}); {src}, each its own run. "
         f"L2-cold medians, us (% of that run's streaming read). The readers copy each (sequence, KV head)'s K and V "
         f"in 128-token tiles, K and V in turn, into a ring of three tiles and drop them: a 4 KiB unit per thread "
         f"from 8 threads, 128-byte aligned, from contiguous K and V or from pages of 16 tokens; the same with the "
         f"units 16 bytes apart modulo 128 (step 12's layout); the same pages in 16-byte `cp.async` from 128 "
-        f"threads. cuDNN reads contiguous K and V.\n\n"
+        f"threads; the same aligned units in equal shares of the batch's tiles, one or two CTAs per SM (a share "
+        f"may run from one (sequence, KV head) into the next). cuDNN reads contiguous K and V.\n\n"
         + table(["shape", "CTAs (per SM)", "contiguous", "pages", "pages, step 12's layout", "pages, `cp.async`",
-                 "step 12", "step 13", "cuDNN SDPA"], out, right={1, 2, 3, 4, 5, 6, 7, 8}))
+                 "pages, shares 1 per SM", "pages, shares 2 per SM", "step 12", "step 13", "step 14", "cuDNN SDPA"],
+                out, right=set(range(1, 12))))
 
 
 # ---------------------------------------------------------------------------------------

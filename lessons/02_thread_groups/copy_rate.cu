@@ -14,7 +14,8 @@
 // one CTA per (sequence, KV head), its tiles of 128 tokens K, V, K, V, ..., 8 threads each
 // copying one 4 KiB unit of a tile (sm_90), from contiguous K and V or from pages of 16 tokens,
 // into units 128-byte aligned or, as step 12 lays them out, 16 bytes apart modulo 128; and the
-// same pages read the sm_80 way, 16-byte cp.async from 128 threads (any GPU).
+// same pages read the sm_80 way, 16-byte cp.async from 128 threads (any GPU); and the aligned
+// copies in equal shares of the batch's tiles, every SM busy to the end (sm_90).
 #include "copy_rate.h"
 
 #include <cuda_runtime.h>
@@ -170,6 +171,49 @@ __global__ void __launch_bounds__(kItemThreads) item_reader_kernel(const unsigne
             const long long unit = item_unit(table, max_blocks, pages, seq, hkv, head, p);
             pa::mbarrier_arrive_expect_tx(&full[slot], kUnitBytes);
             pa::bulk_copy_to_shared(ring + slot * kTileBytes + threadIdx.x * UNIT_STRIDE, (s & 1 ? v : k) + unit * kUnitBytes,
+                                    kUnitBytes, &full[slot]);
+        }
+    } else if (threadIdx.x == 32) {  // the consumer
+        consume_tiles(ring, kTileBytes, kTiles, n, full, empty, sink);
+    }
+#else
+    __trap();
+#endif
+}
+
+// The same pages in equal shares: the batch's token tiles in item order (sequence, KV head,
+// tile), CTA c of G reading tiles [c T / G, (c + 1) T / G), K and V of each in turn, into the
+// aligned ring of item_reader_kernel; a share may end in one item and go on in the next. What a
+// grid that keeps every SM busy to the end, whatever the number of items, would read.
+__global__ void __launch_bounds__(kItemThreads) share_reader_kernel(const unsigned char* __restrict__ k,
+                                                                    const unsigned char* __restrict__ v,
+                                                                    const int* __restrict__ table, int max_blocks,
+                                                                    int pages, int hkv, int total_tiles,
+                                                                    unsigned* __restrict__ sink) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900  // cp.async.bulk: sm_90 (the host leaves other GPUs out)
+    constexpr int kTiles = 3;
+    constexpr int kTileBytes = kUnitBytes * kTilePages;
+    extern __shared__ __align__(128) unsigned char ring[];
+    __shared__ uint64_t full[kTiles], empty[kTiles];
+    if (threadIdx.x == 0)
+        for (int i = 0; i < kTiles; ++i) {
+            pa::mbarrier_init(&full[i], kTilePages);
+            pa::mbarrier_init(&empty[i], 1);
+        }
+    __syncthreads();
+    const int first = static_cast<int>(static_cast<long long>(blockIdx.x) * total_tiles / gridDim.x);
+    const int end = static_cast<int>(static_cast<long long>(blockIdx.x + 1) * total_tiles / gridDim.x);
+    const int tiles_per_item = pages / kTilePages;
+    const int n = 2 * (end - first);
+    if (threadIdx.x < kTilePages) {
+        for (int s = 0; s < n; ++s) {
+            const int slot = s % kTiles;
+            if (s >= kTiles) pa::mbarrier_wait(&empty[slot], (s / kTiles + 1) & 1);
+            const int tile = first + s / 2, item = tile / tiles_per_item;
+            const int p = (tile % tiles_per_item) * kTilePages + threadIdx.x;
+            const long long unit = item_unit(table, max_blocks, pages, item / hkv, hkv, item % hkv, p);
+            pa::mbarrier_arrive_expect_tx(&full[slot], kUnitBytes);
+            pa::bulk_copy_to_shared(ring + slot * kTileBytes + threadIdx.x * kUnitBytes, (s & 1 ? v : k) + unit * kUnitBytes,
                                     kUnitBytes, &full[slot]);
         }
     } else if (threadIdx.x == 32) {  // the consumer
@@ -338,6 +382,23 @@ std::vector<CopyRate> measure_item_reads(const pa::DeviceInfo& info, const std::
                 unsigned* out_word = sink.get();
                 void* args[] = {&kc, &vc, &t, &max_blocks, &n, &out_word};
                 CUDA_CHECK(cudaLaunchKernel(kernel, grid, dim3(threads), args, static_cast<size_t>(it.smem), nullptr));
+            }, copies, r);
+            out.push_back(r);
+        }
+        if (!why.empty()) continue;
+        // Equal shares of the same pages, one and two CTAs per SM.
+        const int total_tiles = ctas * (pages / kTilePages);
+        constexpr int kShareSmem = 3 * kTilePages * kUnitBytes;
+        CUDA_CHECK(cudaFuncSetAttribute(share_reader_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kShareSmem));
+        for (const int per_sm : {1, 2}) {
+            const int grid_ctas = per_sm * info.sms;
+            CopyRate r{per_sm == 1 ? "shares_pages16_1" : "shares_pages16_2", name, kUnitBytes, kTilePages, kShareSmem,
+                       grid_ctas, per_sm, per_cta * ctas / grid_ctas};
+            time_cold([&](int c) {
+                share_reader_kernel<<<grid_ctas, kItemThreads, kShareSmem>>>(k.get() + c * pool, v.get() + c * pool,
+                                                                            table.get(), bt.max_blocks_per_seq, pages,
+                                                                            s->Hkv, total_tiles, sink.get());
+                CUDA_CHECK_LAUNCH();
             }, copies, r);
             out.push_back(r);
         }

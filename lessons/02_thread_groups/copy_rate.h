@@ -16,7 +16,8 @@ namespace lesson02 {
 // shape whose K and V bytes an item reader reads.
 struct CopyRate {
     std::string reader;  // "bulk_256", "bulk_4096", "bulk_4096_one", "bulk_16384", "loads_16",
-                         // "items_contiguous", "items_pages16", "items_pages16_pad16", "items_loads_pages16"
+                         // "items_contiguous", "items_pages16", "items_pages16_pad16", "items_loads_pages16",
+                         // "shares_pages16_1", "shares_pages16_2"
     std::string shape;
     int copy_bytes = 0, issuers = 0;  // bytes a copy; threads issuing them
     int inflight_bytes = 0, ctas = 0, ctas_per_sm = 0;
@@ -34,9 +35,11 @@ std::vector<CopyRate> measure_copy_rates(const pa::DeviceInfo& info, std::string
 // copy them (a 4 KiB unit a thread, a ring of three tiles): from K and V laid out contiguously
 // ([B, Hkv, ctx, D]: "items_contiguous"), from the lessons' pools of 16-token pages under a
 // shuffled block table into 128-byte-aligned units ("items_pages16") or into step 12's units
-// 16 bytes apart modulo 128 ("items_pages16_pad16"); and the same pages by 16-byte cp.async
-// from 128 threads ("items_loads_pages16"). The bulk readers need sm_90 code: elsewhere only
-// the cp.async one runs, and `skipped` says why in one line.
+// 16 bytes apart modulo 128 ("items_pages16_pad16"); the same pages by 16-byte cp.async
+// from 128 threads ("items_loads_pages16"); and the same aligned copies in equal shares of the
+// batch's tiles over one or two CTAs per SM ("shares_pages16_1", "_2"), a share running on from
+// one (sequence, KV head) into the next. The bulk readers need sm_90 code: elsewhere only the
+// cp.async one runs, and `skipped` says why in one line.
 std::vector<CopyRate> measure_item_reads(const pa::DeviceInfo& info, const std::vector<std::string>& shapes,
                                          std::string* skipped);
 

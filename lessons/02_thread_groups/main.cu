@@ -312,7 +312,8 @@ int copy_rate_main(const pa::Flags& f, const pa::DeviceInfo& info) {
                 "turn into a ring of three tiles. items_contiguous, items_pages16: a 4 KiB unit per thread from 8\n"
                 "threads, K and V contiguous ([B, Hkv, ctx, D]) or in pages of 16 tokens under a shuffled block\n"
                 "table, units 128-byte aligned; _pad16: units 16 bytes apart modulo 128, as step 12 lays them out;\n"
-                "items_loads_pages16: the same pages in 16-byte cp.async from 128 threads.\n");
+                "items_loads_pages16: the same pages in 16-byte cp.async from 128 threads; shares_pages16_<n>: the\n"
+                "aligned copies in equal shares of the batch's tiles, n CTAs per SM.\n");
     if (!items_skipped.empty()) std::printf("item readers: %s\n", items_skipped.c_str());
     pa::TextTable ti({"shape", "layout", "CTAs", "CTA/SM", "KiB per CTA", "us", "GB/s", "% read BW"});
     for (const auto& c : items) {
