@@ -140,16 +140,19 @@ __device__ __forceinline__ long long item_unit(const int* table, int max_blocks,
                  : (static_cast<long long>(seq) * hkv + head) * pages + p;
 }
 
-// Grid (Hkv, B): CTA (h, b) reads K and V of KV head h of sequence b, `pages` units each, tile
-// by tile, K tile t then V tile t; unit p of the item is item_unit's (pages of 16 tokens,
-// [blocks, Hkv, 16, D], through the table, or [B, Hkv, ctx, D] without one). Thread i < 8
-// copies unit i of each tile to UNIT_STRIDE bytes times i into the tile's slot, reading its
-// page id just before, as step 12's producers do.
+// The batch's token tiles in item order (sequence, KV head, tile), each tile K then V: with
+// total_tiles 0 the grid is (Hkv, B) and CTA (h, b) reads the tiles of KV head h of sequence b
+// (an item a CTA); otherwise CTA c of G reads tiles [c T / G, (c + 1) T / G) of the T =
+// total_tiles, whichever items they fall in (equal shares). Unit p of an item is item_unit's
+// (pages of 16 tokens, [blocks, Hkv, 16, D], through the table, or [B, Hkv, ctx, D] without
+// one). Thread i < 8 copies unit i of each tile to UNIT_STRIDE bytes times i into the tile's
+// slot, reading its page id just before, as step 12's producers do.
 template <int UNIT_STRIDE>
 __global__ void __launch_bounds__(kItemThreads) item_reader_kernel(const unsigned char* __restrict__ k,
                                                                    const unsigned char* __restrict__ v,
                                                                    const int* __restrict__ table, int max_blocks,
-                                                                   int pages, unsigned* __restrict__ sink) {
+                                                                   int pages, int hkv, int total_tiles,
+                                                                   unsigned* __restrict__ sink) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900  // cp.async.bulk: sm_90 (the host leaves other GPUs out)
     constexpr int kTiles = 3;
     constexpr int kTileBytes = UNIT_STRIDE == kUnitBytes ? kUnitBytes * kTilePages : kPaddedSlot;
@@ -161,50 +164,11 @@ __global__ void __launch_bounds__(kItemThreads) item_reader_kernel(const unsigne
             pa::mbarrier_init(&empty[i], 1);
         }
     __syncthreads();
-    const int head = blockIdx.x, hkv = gridDim.x, seq = blockIdx.y;
-    const int n = 2 * (pages / kTilePages);  // K0 V0 K1 V1 ...
-    if (threadIdx.x < kTilePages) {
-        for (int s = 0; s < n; ++s) {
-            const int slot = s % kTiles;
-            if (s >= kTiles) pa::mbarrier_wait(&empty[slot], (s / kTiles + 1) & 1);
-            const int p = (s / 2) * kTilePages + threadIdx.x;
-            const long long unit = item_unit(table, max_blocks, pages, seq, hkv, head, p);
-            pa::mbarrier_arrive_expect_tx(&full[slot], kUnitBytes);
-            pa::bulk_copy_to_shared(ring + slot * kTileBytes + threadIdx.x * UNIT_STRIDE, (s & 1 ? v : k) + unit * kUnitBytes,
-                                    kUnitBytes, &full[slot]);
-        }
-    } else if (threadIdx.x == 32) {  // the consumer
-        consume_tiles(ring, kTileBytes, kTiles, n, full, empty, sink);
-    }
-#else
-    __trap();
-#endif
-}
-
-// The same pages in equal shares: the batch's token tiles in item order (sequence, KV head,
-// tile), CTA c of G reading tiles [c T / G, (c + 1) T / G), K and V of each in turn, into the
-// aligned ring of item_reader_kernel; a share may end in one item and go on in the next. What a
-// grid that keeps every SM busy to the end, whatever the number of items, would read.
-__global__ void __launch_bounds__(kItemThreads) share_reader_kernel(const unsigned char* __restrict__ k,
-                                                                    const unsigned char* __restrict__ v,
-                                                                    const int* __restrict__ table, int max_blocks,
-                                                                    int pages, int hkv, int total_tiles,
-                                                                    unsigned* __restrict__ sink) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900  // cp.async.bulk: sm_90 (the host leaves other GPUs out)
-    constexpr int kTiles = 3;
-    constexpr int kTileBytes = kUnitBytes * kTilePages;
-    extern __shared__ __align__(128) unsigned char ring[];
-    __shared__ uint64_t full[kTiles], empty[kTiles];
-    if (threadIdx.x == 0)
-        for (int i = 0; i < kTiles; ++i) {
-            pa::mbarrier_init(&full[i], kTilePages);
-            pa::mbarrier_init(&empty[i], 1);
-        }
-    __syncthreads();
-    const int first = static_cast<int>(static_cast<long long>(blockIdx.x) * total_tiles / gridDim.x);
-    const int end = static_cast<int>(static_cast<long long>(blockIdx.x + 1) * total_tiles / gridDim.x);
     const int tiles_per_item = pages / kTilePages;
-    const int n = 2 * (end - first);
+    const long long c = blockIdx.y * gridDim.x + blockIdx.x;
+    const int first = static_cast<int>(total_tiles ? c * total_tiles / gridDim.x : c * tiles_per_item);
+    const int end = static_cast<int>(total_tiles ? (c + 1) * total_tiles / gridDim.x : first + tiles_per_item);
+    const int n = 2 * (end - first);  // K V K V ...
     if (threadIdx.x < kTilePages) {
         for (int s = 0; s < n; ++s) {
             const int slot = s % kTiles;
@@ -213,7 +177,7 @@ __global__ void __launch_bounds__(kItemThreads) share_reader_kernel(const unsign
             const int p = (tile % tiles_per_item) * kTilePages + threadIdx.x;
             const long long unit = item_unit(table, max_blocks, pages, item / hkv, hkv, item % hkv, p);
             pa::mbarrier_arrive_expect_tx(&full[slot], kUnitBytes);
-            pa::bulk_copy_to_shared(ring + slot * kTileBytes + threadIdx.x * kUnitBytes, (s & 1 ? v : k) + unit * kUnitBytes,
+            pa::bulk_copy_to_shared(ring + slot * kTileBytes + threadIdx.x * UNIT_STRIDE, (s & 1 ? v : k) + unit * kUnitBytes,
                                     kUnitBytes, &full[slot]);
         }
     } else if (threadIdx.x == 32) {  // the consumer
@@ -378,26 +342,27 @@ std::vector<CopyRate> measure_item_reads(const pa::DeviceInfo& info, const std::
                 const unsigned char* kc = k.get() + c * pool;
                 const unsigned char* vc = v.get() + c * pool;
                 const int* t = it.paged ? table.get() : nullptr;
-                int max_blocks = bt.max_blocks_per_seq, n = pages;
+                int max_blocks = bt.max_blocks_per_seq, n = pages, hkv = s->Hkv, whole_items = 0;
                 unsigned* out_word = sink.get();
-                void* args[] = {&kc, &vc, &t, &max_blocks, &n, &out_word};
-                CUDA_CHECK(cudaLaunchKernel(kernel, grid, dim3(threads), args, static_cast<size_t>(it.smem), nullptr));
+                void* bulk_args[] = {&kc, &vc, &t, &max_blocks, &n, &hkv, &whole_items, &out_word};
+                void* load_args[] = {&kc, &vc, &t, &max_blocks, &n, &out_word};
+                CUDA_CHECK(cudaLaunchKernel(kernel, grid, dim3(threads), bulk ? bulk_args : load_args,
+                                            static_cast<size_t>(it.smem), nullptr));
             }, copies, r);
             out.push_back(r);
         }
         if (!why.empty()) continue;
         // Equal shares of the same pages, one and two CTAs per SM.
         const int total_tiles = ctas * (pages / kTilePages);
-        constexpr int kShareSmem = 3 * kTilePages * kUnitBytes;
-        CUDA_CHECK(cudaFuncSetAttribute(share_reader_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kShareSmem));
+        constexpr int kShareSmem = 3 * kTilePages * kUnitBytes;  // items_pages16's ring, set above
         for (const int per_sm : {1, 2}) {
             const int grid_ctas = per_sm * info.sms;
             CopyRate r{per_sm == 1 ? "shares_pages16_1" : "shares_pages16_2", name, kUnitBytes, kTilePages, kShareSmem,
                        grid_ctas, per_sm, per_cta * ctas / grid_ctas};
             time_cold([&](int c) {
-                share_reader_kernel<<<grid_ctas, kItemThreads, kShareSmem>>>(k.get() + c * pool, v.get() + c * pool,
-                                                                            table.get(), bt.max_blocks_per_seq, pages,
-                                                                            s->Hkv, total_tiles, sink.get());
+                item_reader_kernel<kUnitBytes><<<grid_ctas, kItemThreads, kShareSmem>>>(
+                    k.get() + c * pool, v.get() + c * pool, table.get(), bt.max_blocks_per_seq, pages, s->Hkv, total_tiles,
+                    sink.get());
                 CUDA_CHECK_LAUNCH();
             }, copies, r);
             out.push_back(r);
