@@ -354,7 +354,9 @@ std::vector<CopyRate> measure_item_reads(const pa::DeviceInfo& info, const std::
         if (!why.empty()) continue;
         // Equal shares of the same pages, one and two CTAs per SM.
         const int total_tiles = ctas * (pages / kTilePages);
-        constexpr int kShareSmem = 3 * kTilePages * kUnitBytes;  // items_pages16's ring, set above
+        constexpr int kShareSmem = 3 * kTilePages * kUnitBytes;  // items_pages16's ring
+        CUDA_CHECK(cudaFuncSetAttribute(item_reader_kernel<kUnitBytes>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                        kShareSmem));
         for (const int per_sm : {1, 2}) {
             const int grid_ctas = per_sm * info.sms;
             CopyRate r{per_sm == 1 ? "shares_pages16_1" : "shares_pages16_2", name, kUnitBytes, kTilePages, kShareSmem,
