@@ -18,6 +18,7 @@
 //   step 14 wgmma_diagonal_mask + the causal mask compiled only into the diagonal tiles, sm_90a
 //   step 15 wgmma_paired_stores + the output stored 8 bytes a lane, in whole 32-byte sectors, sm_90a
 //   step 16 wgmma_q_registers + each consumer's Q rows in registers, Q's buffer free for the next item, sm_90a
+//   step 17 wgmma_work_ahead  + the consumers read the work list two items ahead, sm_90a
 //
 // Variant names are <method>_<policy>: as_decode_softmax, mma_sync_gate, wgmma_ws_softmax, ...
 #pragma once
@@ -50,11 +51,12 @@ enum class Method {
     wgmma_lazy_rescale = 13,
     wgmma_diagonal_mask = 14,
     wgmma_paired_stores = 15,
-    wgmma_q_registers = 16
+    wgmma_q_registers = 16,
+    wgmma_work_ahead = 17
 };
 // The ladder's last step: what --floor measures (mma_floor.cu instantiates its kernel).
-constexpr Method kLastStep = Method::wgmma_q_registers;
-const char* method_name(Method m);  // "as_decode", "mma_sync", "wgmma", ..., "wgmma_q_registers"
+constexpr Method kLastStep = Method::wgmma_work_ahead;
+const char* method_name(Method m);  // "as_decode", "mma_sync", "wgmma", ..., "wgmma_work_ahead"
 
 // What every launcher gets. Pointers are device pointers unless said otherwise.
 struct PrefillArgs {

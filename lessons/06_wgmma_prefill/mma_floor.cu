@@ -1,15 +1,15 @@
-// The MMA floor (mma_floor.h): step 16's kernel, instantiated with a policy that does nothing.
-// Built for sm_90a only, as step 16.
+// The MMA floor (mma_floor.h): step 17's kernel, instantiated with a policy that does nothing.
+// Built for sm_90a only, as step 17.
 #include "mma_floor.h"
 
-#include "step16_q_registers.cuh"
+#include "step17_work_ahead.cuh"
 #include "steps.cuh"
 #include "tma_maps.cuh"
 
 namespace lesson06 {
 
 // P = S: no max, no exponent, no mask, no rescale, the output scaled by 1. Every copy, wgmma,
-// barrier, bf16 packing of P and store of step 16 is still there; only the policy's work on
+// barrier, bf16 packing of P and store of step 17 is still there; only the policy's work on
 // the score fragment is gone. (Masked and past-the-end scores stay in P as they are: the
 // output is meaningless, and the MMAs take no longer for it.)
 template <int NB>
@@ -27,13 +27,13 @@ __device__ __forceinline__ MmaOnlyPolicy<NB> make_policy(const PolicyParams&, Mm
 
 namespace {
 
-// The floor as a TMA step (tma_maps.cuh): step 16's constants, its kernel with MmaOnlyPolicy
+// The floor as a TMA step (tma_maps.cuh): step 17's constants, its kernel with MmaOnlyPolicy
 // whichever policy the launcher names.
 struct FloorStep {
     template <class>
-    static auto kernel() { return step16::wgmma_q_registers_prefill_kernel<MmaOnlyPolicy<step16::kNB>>; }
-    static constexpr int kNB = step16::kNB, kRows = step16::kRows, kThreads = step16::kThreads;
-    static constexpr int kSmemBytes = step16::kSmemBytes;
+    static auto kernel() { return step17::wgmma_work_ahead_prefill_kernel<MmaOnlyPolicy<step17::kNB>>; }
+    static constexpr int kNB = step17::kNB, kRows = step17::kRows, kThreads = step17::kThreads;
+    static constexpr int kSmemBytes = step17::kSmemBytes;
 };
 
 }  // namespace

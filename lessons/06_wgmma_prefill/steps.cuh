@@ -90,6 +90,8 @@ void launch_wgmma_paired_stores(const PrefillArgs& a, Policy p, cudaStream_t str
 Geometry geometry_wgmma_paired_stores(const PrefillShape& s);
 void launch_wgmma_q_registers(const PrefillArgs& a, Policy p, cudaStream_t stream);
 Geometry geometry_wgmma_q_registers(const PrefillShape& s);
+void launch_wgmma_work_ahead(const PrefillArgs& a, Policy p, cudaStream_t stream);
+Geometry geometry_wgmma_work_ahead(const PrefillShape& s);
 #endif
 
 }  // namespace lesson06
