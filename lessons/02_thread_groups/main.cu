@@ -282,14 +282,16 @@ pa::ResultRow copy_rate_row(const lesson02::CopyRate& c, const pa::DeviceInfo& i
 }
 
 // --copy-rate: CTAs that only read (copy_rate.h), L2-cold: contiguous readers alone and in full
-// grids, then step 12's copies on the big Table A shapes' K and V and on mqa-B64-ctx2k's, contiguous and paged.
+// grids, then step 12's copies on the big Table A shapes' K and V and on mqa-B64-ctx2k's (one KV
+// head of 64 sequences: the split-k shape), contiguous and paged.
 int copy_rate_main(const pa::Flags& f, const pa::DeviceInfo& info) {
     const double read_bw = pa::measured_read_bandwidth_gbps(info);
     pa::print_run_header("Lesson 02: what one CTA's copies read (--copy-rate)", info, read_bw);
     std::string skipped, items_skipped;
     const std::vector<lesson02::CopyRate> rates = lesson02::measure_copy_rates(info, &skipped);
-    const std::vector<lesson02::CopyRate> items =
-        lesson02::measure_item_reads(info, {"llama7b-B8-ctx2k", "llama7b-B32-ctx1k", "llama70b-B16-ctx8k", "mqa-B64-ctx2k"}, &items_skipped);
+    const std::vector<std::string> item_shapes = {"llama7b-B8-ctx2k", "llama7b-B32-ctx1k", "llama70b-B16-ctx8k",
+                                                  "mqa-B64-ctx2k"};
+    const std::vector<lesson02::CopyRate> items = lesson02::measure_item_reads(info, item_shapes, &items_skipped);
     std::printf("\nEach CTA reads its own contiguous bytes into shared memory and drops them; L2-cold medians of 7\n"
                 "launches. bulk_<N>: cp.async.bulk copies of N bytes into a ring of three tiles, a copy per issuing\n"
                 "thread a tile (256 from 128 threads: step 11's rows; 4096 from 8: step 12's units; _one: all from\n"
