@@ -766,18 +766,28 @@ def ladder_table(ctx, lesson):
     folder, csvname, shape, extra = LADDERS[lesson]
     gpu = ctx.data.gpus_or_error(csvname)[0]
     c = ctx.data.get(gpu, csvname)
-    rows, prev_us = [], None
+    rows, prev_us, newer = [], None, []
     for n, name, idea, variant, added in ladder_steps(ctx.data.root / "lessons" / folder):
-        us = ladder_us(ctx, gpu, lesson, variant)
+        try:
+            us = ladder_us(ctx, gpu, lesson, variant)
+        except TableError:
+            if prev_us is None:
+                raise
+            newer.append(variant)  # a run from before this step; every later step must be missing too
+            rows.append([n, f"`{name}`", idea, added, f"`{variant}`", "-", ""])
+            continue
+        if newer:
+            raise TableError(f"{c.rel}: no {newer[0]} row, though the run has a later step's ({variant})")
         rows.append([n, f"`{name}`", idea, added, f"`{variant}`", us_ladder(us),
                      f"{prev_us / us:.2f}x" if prev_us else ""])
         prev_us = us
+    before = (f" This run is from before {', '.join(f'`{v}`' for v in newer)} (`-`)." if newer else "")
     where = {"05": f" at sigma {extra}", "06": f", prefix {extra}, causal"}.get(lesson, "")
     return (f"The ladder: each step file, the idea it adds (its header's first sentence), the lines of code it "
             f"adds over the step before (comments and blank lines dropped; step 1: all of its own; a step "
             f"whose header diffs it against another file: over that file), and its "
             f"variant's L2-cold median on {shape}{where} from {ctx.link(c)} ({gpu_name(gpu)}), with the "
-            "speedup over the step before.\n\n"
+            f"speedup over the step before.{before}\n\n"
             + table(["step", "file", "the idea", "lines added", "variant", "us", "speedup"], rows, right={0, 3, 5, 6}))
 
 
@@ -1326,19 +1336,35 @@ def l06_cell(r):
     return f"{us:.1f} ({float(r['tflops']):.0f})" if us < 100 else f"{us:,.0f} ({float(r['tflops']):.0f})"
 
 
+def l06_last(l6, policy):
+    """The newest step this CSV has rows of, for this policy: the ladder's last in a run that has it;
+    in a run from before the newest steps (l06_absent names them), the newest sm_90a step it has."""
+    for m in reversed(LESSON06_HOPPER):
+        if f"{m}_{policy}" in l6.have:
+            return m
+    return l6.methods(policy)[0][-1]
+
+
 def l06_absent(l6):
     """' Not in this CSV (why): ...' for the table's methods the CSV lacks. A CSV with some sm_90a
-    methods must have them all: one without the last steps is a run from before them, an error
-    (never a table whose 'last step' is an older one)."""
+    methods must have every sm_90a step up to its newest: a run from before the ladder's newest steps
+    is said so (its last step is named, and the newer ones are '-'); any other gap is an error."""
     missing = sorted({f"{m}_{p}" for p in LESSON06_POLICIES for m in l6.methods(p)[1]},
                      key=lambda v: [f"{m}_{p}" for m in LESSON06_METHODS for p in LESSON06_POLICIES].index(v))
     if not missing:
         return ""
     hopper_run = any(v.rsplit("_", 1)[0] in LESSON06_HOPPER for v in l6.have)
     if hopper_run:
-        v = missing[0]
-        raise TableError(f"{l6.c.rel}: no lesson 06 {v} rows, though the run has sm_90a steps "
-                         f"(a run from before that step? rerun lesson 06)")
+        for p in LESSON06_POLICIES:
+            newest = LESSON06_HOPPER.index(l06_last(l6, p))
+            gap = [m for m in LESSON06_HOPPER[:newest] if f"{m}_{p}" not in l6.have]
+            if gap:
+                raise TableError(f"{l6.c.rel}: no lesson 06 {gap[0]}_{p} rows, though the run has newer sm_90a "
+                                 f"steps (rerun lesson 06)")
+        last = l06_last(l6, LESSON06_POLICIES[0])
+        newer = LESSON06_HOPPER[LESSON06_HOPPER.index(last) + 1:]
+        return (f" This run is from before {', '.join(f'`{m}`' for m in newer)}: its last step, `{last}`, "
+                f"stands in the last step's place.")
     why = ("built for sm_90a only" if all(v.rsplit("_", 1)[0] in LESSON06_HOPPER for v in missing)
            else "the run could not make them; its printout says why")
     return f" Not in this CSV ({why}): {', '.join(f'`{v}`' for v in missing)}."
@@ -1355,10 +1381,10 @@ def t_lesson06(ctx, gpu, c):
         for policy in LESSON06_POLICIES:
             methods, _ = l6.methods(policy)
             cells = []
-            for m in LESSON06_METHODS:
+            for m in LESSON06_METHODS[:-1]:
                 cells.append(l06_cell(l6.row(f"{m}_{policy}", shape, prefix)) if m in methods else "-")
-            best = methods[-1]
-            last = l6.row(f"{best}_{policy}", shape, prefix)
+            cells.append(l06_cell(l6.row(f"{l06_last(l6, policy)}_{policy}", shape, prefix)))
+            last = l6.row(f"{l06_last(l6, policy)}_{policy}", shape, prefix)
             rows.append([shape, prefix, policy, *cells, f"{float(last['pct_mma_peak']):.1f}",
                          last.get("ctas", "")])
     for i in range(len(rows) - 1, 0, -1):  # name each shape and prefix once
@@ -1368,7 +1394,8 @@ def t_lesson06(ctx, gpu, c):
         f"**{gpu_name(gpu)}**, data {ctx.link(c)} (dense bf16 GEMM through cuBLAS measured in the same run: "
         f"{l6.gemm_tflops()} TFLOPS). Each cell: L2-cold median us (TFLOPS, causal FLOPs "
         f"4 D H pairs). bf16, D 128, pages of 16; the gate at sigma 1.5.{absent}\n\n"
-        + table(["shape", "prefix", "policy", *[f"`{m}`" for m in LESSON06_METHODS],
+        + table(["shape", "prefix", "policy", *[f"`{m}`" for m in LESSON06_METHODS[:-1]],
+                 f"`{l06_last(l6, LESSON06_POLICIES[0])}`",
                  "last step, % of GEMM", "its CTAs"], rows, right=set(range(3, 5 + len(LESSON06_METHODS)))))
 
 
@@ -1377,14 +1404,17 @@ def t_lesson06_post(ctx, gpu, c):
     """Lesson 06 README: the H200 post's prefill kernels at B32-T256-H8-Hkv4 (published us) beside the
     lesson's variant that does the same thing, L2-hot and L2-cold medians (lesson06.csv)."""
     l6 = Lesson06Csv(c)
-    l06_absent(l6)  # a Hopper run from before the last step: an error, not a table of "-"
+    absent = l06_absent(l6)  # a gap in the ladder is an error; a run from before the newest steps, said so
     rows = []
     for kernel, post_us, ours in LESSON06_POST:
+        m, policy = ours.rsplit("_", 1)
+        if m == LESSON06_METHODS[-1]:
+            ours = f"{l06_last(l6, policy)}_{policy}"  # a run from before the last step: its newest
         r_hot, r_cold = l6.find(ours, POST_H200_PREFILL_SHAPE, "0", "hot"), l6.find(ours, POST_H200_PREFILL_SHAPE, "0")
         rows.append([kernel, f"{post_us}" if post_us else "-", f"`{ours}`",
                      us1(r_hot["us_median"]) if r_hot else "-", us1(r_cold["us_median"]) if r_cold else "-"])
     return (f"**{gpu_name(gpu)}**, data {ctx.link(c)}. B32-T256-H8-Hkv4, prefix 0, bf16; the post's "
-            f"kernels on an H200, ours on this GPU.\n\n"
+            f"kernels on an H200, ours on this GPU.{absent}\n\n"
             + table(["the post's kernel", "post, us", "lesson 06", "hot us", "cold us"], rows,
                     right={1, 3, 4}))
 
@@ -1403,7 +1433,9 @@ def t_lesson06_floor(ctx, gpu, c):
     copies, MMAs and stores alone), one --floor run, L2-cold; cuDNN SDPA from peers_sdpa.csv (its own
     run) where it has the shape."""
     l6 = Lesson06FloorCsv(c)
-    step = f"{LESSON06_METHODS[-1]}_softmax"
+    step = f"{l06_last(l6, 'softmax')}_softmax"  # the ladder's last, or the newest of a run from before it
+    which = ("the last step" if step == f"{LESSON06_METHODS[-1]}_softmax"
+             else f"the last step of this run, which is from before `{LESSON06_METHODS[-1]}`")
     peers = ctx.data.get_if_any(gpu, "peers_sdpa.csv")
     rows = []
     for shape, prefix in LESSON06_SHAPES:
@@ -1418,7 +1450,7 @@ def t_lesson06_floor(ctx, gpu, c):
     peer_note = (f"cuDNN: `sdpa_cudnn` in {ctx.link(peers)} (its own run), prefix 0 only."
                  if peers is not None else "No cuDNN measurement for this GPU.")
     return (f"**{gpu_name(gpu)}**, data {ctx.link(c)}, one `--floor` run: L2-cold medians, us; bf16, D 128, "
-            f"pages of 16. `{step}` is the last step (checked); the floor is its kernel with P = S "
+            f"pages of 16. `{step}` is {which} (checked); the floor is its kernel with P = S "
             f"(TFLOPS: causal FLOPs over its time). {peer_note}\n\n"
             + table(["shape", "prefix", "last step us", "floor us", "step / floor", "floor TFLOPS", "cuDNN us",
                      "floor / cuDNN"], rows, right={2, 3, 4, 5, 6, 7}))

@@ -338,11 +338,16 @@ def self_test():
 
     expect(l06_absent(l06(C.LESSON06_METHODS)) == "", "lesson 06: every method present, no note")
     expect("built for sm_90a only" in l06_absent(l06(["as_decode", "mma_sync"])), "lesson 06: a run without sm_90a steps: a note")
+    before_last = list(dict.fromkeys([*C.LESSON06_METHODS[:-1], *C.LESSON06_HOPPER[:-1]]))  # a run from before the last step
+    note = l06_absent(l06(before_last))
+    expect(f"before `{C.LESSON06_METHODS[-1]}`" in note and f"`{C.LESSON06_HOPPER[-2]}`" in note,
+           f"lesson 06: a Hopper run from before the last step is said so, its newest step named (got {note!r})")
+    gap = [m for m in before_last if m != C.LESSON06_HOPPER[1]]
     try:
-        l06_absent(l06(C.LESSON06_METHODS[:-1]))
-        expect(False, "lesson 06: a Hopper run without the last step's rows is an error")
+        l06_absent(l06(gap))
+        expect(False, "lesson 06: a Hopper run without a step older than its newest is an error")
     except TableError as e:
-        expect(f"{C.LESSON06_METHODS[-1]}_softmax" in str(e), f"lesson 06: the error names the missing step (got {e})")
+        expect(f"{C.LESSON06_HOPPER[1]}_softmax" in str(e), f"lesson 06: the error names the missing step (got {e})")
 
     # lesson06_floor.csv: the floor's rows carry check '-' (never checked), the step's must PASS
     def floor_csv(floor_check, step_check):

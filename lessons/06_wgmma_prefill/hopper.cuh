@@ -181,6 +181,31 @@ __device__ __forceinline__ void tma_load_4d(void* smem_dst, const CUtensorMap* m
         : "memory");
 }
 
+// ---- The output through shared memory (step 18) ------------------------------------------------
+// Four 8x8 matrices of 16-bit elements into shared memory: lane l gives the address of row l % 8
+// of matrix l / 8, and register m of every lane holds that lane's two elements of matrix m in the
+// mma accumulator layout (row l / 4, columns 2 (l % 4) and + 1).
+__device__ __forceinline__ void stmatrix_x4(void* row_addr, uint32_t r0, uint32_t r1, uint32_t r2, uint32_t r3) {
+    asm volatile("stmatrix.sync.aligned.m8n8.x4.shared.b16 [%0], {%1, %2, %3, %4};" ::"r"(pa::smem_address(row_addr)),
+                 "r"(r0), "r"(r1), "r"(r2), "r"(r3)
+                 : "memory");
+}
+
+// A box of shared memory to the tensor at coordinates (c0 innermost, c1, c2), by the copy engine;
+// completion is tracked per thread, in bulk groups.
+__device__ __forceinline__ void tma_store_3d(const CUtensorMap* map, const void* smem_src, int c0, int c1, int c2) {
+    asm volatile("cp.async.bulk.tensor.3d.global.shared::cta.bulk_group [%0, {%1, %2, %3}], [%4];" ::"l"(
+                     reinterpret_cast<uint64_t>(map)),
+                 "r"(c0), "r"(c1), "r"(c2), "r"(pa::smem_address(smem_src))
+                 : "memory");
+}
+// Closes this thread's bulk group of stores issued so far.
+__device__ __forceinline__ void bulk_commit() { asm volatile("cp.async.bulk.commit_group;" ::: "memory"); }
+// This thread's bulk groups have finished reading shared memory (the writes may still be on their way).
+__device__ __forceinline__ void bulk_wait_read() { asm volatile("cp.async.bulk.wait_group.read 0;" ::: "memory"); }
+// ... and are complete.
+__device__ __forceinline__ void bulk_wait_all() { asm volatile("cp.async.bulk.wait_group 0;" ::: "memory"); }
+
 // ---- Register reallocation and named barriers -----------------------------------------------
 //
 // setmaxnreg moves registers between the warpgroups of a CTA: a producer warpgroup that only

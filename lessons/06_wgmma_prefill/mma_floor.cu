@@ -1,15 +1,15 @@
-// The MMA floor (mma_floor.h): step 17's kernel, instantiated with a policy that does nothing.
-// Built for sm_90a only, as step 17.
+// The MMA floor (mma_floor.h): step 18's kernel, instantiated with a policy that does nothing.
+// Built for sm_90a only, as step 18.
 #include "mma_floor.h"
 
-#include "step17_work_ahead.cuh"
+#include "step18_tma_store.cuh"
 #include "steps.cuh"
 #include "tma_maps.cuh"
 
 namespace lesson06 {
 
 // P = S: no max, no exponent, no mask, no rescale, the output scaled by 1. Every copy, wgmma,
-// barrier, bf16 packing of P and store of step 17 is still there; only the policy's work on
+// barrier, bf16 packing of P and store of step 18 is still there; only the policy's work on
 // the score fragment is gone. (Masked and past-the-end scores stay in P as they are: the
 // output is meaningless, and the MMAs take no longer for it.)
 template <int NB>
@@ -27,13 +27,13 @@ __device__ __forceinline__ MmaOnlyPolicy<NB> make_policy(const PolicyParams&, Mm
 
 namespace {
 
-// The floor as a TMA step (tma_maps.cuh): step 17's constants, its kernel with MmaOnlyPolicy
+// The floor as a TMA step (tma_maps.cuh): step 18's constants, its kernel with MmaOnlyPolicy
 // whichever policy the launcher names.
 struct FloorStep {
     template <class>
-    static auto kernel() { return step17::wgmma_work_ahead_prefill_kernel<MmaOnlyPolicy<step17::kNB>>; }
-    static constexpr int kNB = step17::kNB, kRows = step17::kRows, kThreads = step17::kThreads;
-    static constexpr int kSmemBytes = step17::kSmemBytes;
+    static auto kernel() { return step18::wgmma_tma_store_prefill_kernel<MmaOnlyPolicy<step18::kNB>>; }
+    static constexpr int kNB = step18::kNB, kRows = step18::kRows, kThreads = step18::kThreads;
+    static constexpr int kSmemBytes = step18::kSmemBytes;
 };
 
 }  // namespace

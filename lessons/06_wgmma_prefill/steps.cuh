@@ -92,6 +92,8 @@ void launch_wgmma_q_registers(const PrefillArgs& a, Policy p, cudaStream_t strea
 Geometry geometry_wgmma_q_registers(const PrefillShape& s);
 void launch_wgmma_work_ahead(const PrefillArgs& a, Policy p, cudaStream_t stream);
 Geometry geometry_wgmma_work_ahead(const PrefillShape& s);
+void launch_wgmma_tma_store(const PrefillArgs& a, Policy p, cudaStream_t stream);
+Geometry geometry_wgmma_tma_store(const PrefillShape& s);
 #endif
 
 }  // namespace lesson06

@@ -18,6 +18,7 @@ struct Maps {
     CUtensorMap q;  // [total_new][H][128] bf16, box 64 x 1 x 128 rows, 128-byte swizzle
     CUtensorMap k;  // [num_blocks][Hkv][16][128] bf16, box 64 x 16 x 1 x 1 (one page half)
     CUtensorMap v;
+    CUtensorMap o;  // the output [total_new][H][128] bf16, box 64 x 1 x 64 rows, 128-byte swizzle (step 18 stores)
 };
 
 // The maps of a batch, for query tiles of `q_rows` rows.
