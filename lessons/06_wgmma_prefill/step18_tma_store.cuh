@@ -51,7 +51,6 @@ constexpr int kProducerRegs = 40, kConsumerRegs = 232;
 constexpr int kBarTurn = 1;  // named barriers kBarTurn + w: "consumer w may issue its MMAs"
 constexpr int kBarStore = 3;  // named barriers kBarStore + w: consumer w's own 128 threads
 
-
 // 2^x as one MUFU.EX2: a result below 2^-126 flushes to 0.
 struct Exp2Ftz {
     __device__ __forceinline__ static float apply(float x) {
