@@ -1342,7 +1342,10 @@ def l06_last(l6, policy):
     for m in reversed(LESSON06_HOPPER):
         if f"{m}_{policy}" in l6.have:
             return m
-    return l6.methods(policy)[0][-1]
+    have = l6.methods(policy)[0]
+    if not have:
+        raise TableError(f"{l6.c.rel}: no lesson 06 rows of the {policy} policy")
+    return have[-1]
 
 
 def l06_absent(l6):

@@ -372,6 +372,37 @@ def self_test():
         except TableError:
             pass
 
+    # The ladder table of a run from before the newest steps: '-' for them and a note; a step
+    # missing below one the run has is an error.
+    import shutil
+    folder, _, ladder_shape, ladder_prefix = C.LADDERS["06"]
+    steps06 = ladder_steps(REPO / "lessons" / folder)
+    with tempfile.TemporaryDirectory() as tmp:
+        root = Path(tmp)
+        (root / "plots/data/h200").mkdir(parents=True)
+        (root / "lessons" / folder).mkdir(parents=True)
+        for f in (REPO / "lessons" / folder).glob("step*_*.cuh"):  # the step files alone: no README blocks
+            shutil.copy(f, root / "lessons" / folder / f.name)
+        (root / "README.md").write_text("<!-- table:lesson06_ladder_steps -->\n<!-- /table:lesson06_ladder_steps -->\n")
+
+        def go_ladder(variants):
+            head = "gpu,lesson,variant,shape,prefix,l2,us_median,check"
+            (root / "plots/data/h200/lesson06.csv").write_text("\n".join(
+                [head] + [f"h200,06,{v},{ladder_shape},{ladder_prefix},cold,{100.0 - k:.1f},PASS"
+                          for k, v in enumerate(variants)]) + "\n")
+            buf = io.StringIO()
+            rc = run(root, root / "plots/data", False, out=buf)
+            return rc, buf.getvalue(), (root / "README.md").read_text()
+
+        ladder_variants = [v for *_, v, _ in steps06]
+        rc, msg, text = go_ladder(ladder_variants[:-1])
+        expect(rc == 0 and f"This run is from before `{ladder_variants[-1]}` (`-`)." in text.replace("\n", " ")
+               and f"| `{ladder_variants[-1]}` | - |  |" in text,
+               f"lesson 06 ladder: a run from before the last step shows '-' and says so (got {rc}: {msg!r})")
+        rc, msg, _ = go_ladder([v for v in ladder_variants if v != ladder_variants[-3]])
+        expect(rc == 1 and f"no {ladder_variants[-3]} row, though the run has a later step's" in msg,
+               f"lesson 06 ladder: a step missing below a later one is an error naming it (got {rc}: {msg!r})")
+
     for f in failures:
         print(f"self-test FAILED: {f}")
     if not failures:
