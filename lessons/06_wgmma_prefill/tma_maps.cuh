@@ -1,6 +1,6 @@
-// The tensor maps of the TMA steps (5 to 12): q and the two page pools, as the copy engine sees
-// them. Made on the host for each launch (tma_maps.cu, sm_90a objects only), passed to the kernel
-// as a __grid_constant__ parameter.
+// The tensor maps of the TMA steps (5 to 18): q, the two page pools and the output (step 18's
+// stores), as the copy engine sees them. Made on the host for each launch (tma_maps.cu, sm_90a
+// objects only), passed to the kernel as a __grid_constant__ parameter.
 #pragma once
 
 #include <cuda.h>  // CUtensorMap (a 128-byte opaque struct); no driver library is linked
