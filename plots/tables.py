@@ -1348,6 +1348,13 @@ def l06_last(l6, policy):
     return have[-1]
 
 
+def l06_last_column(l6, policy):
+    """The method of the results table's last column: the ladder's last step, or in a Hopper run from
+    before it, that run's newest step (a run without sm_90a steps keeps the column, as '-')."""
+    last = l06_last(l6, policy)
+    return last if last in LESSON06_HOPPER else LESSON06_METHODS[-1]
+
+
 def l06_absent(l6):
     """' Not in this CSV (why): ...' for the table's methods the CSV lacks. A CSV with some sm_90a
     methods must have every sm_90a step up to its newest: a run from before the ladder's newest steps
@@ -1386,7 +1393,8 @@ def t_lesson06(ctx, gpu, c):
             cells = []
             for m in LESSON06_METHODS[:-1]:
                 cells.append(l06_cell(l6.row(f"{m}_{policy}", shape, prefix)) if m in methods else "-")
-            cells.append(l06_cell(l6.row(f"{l06_last(l6, policy)}_{policy}", shape, prefix)))
+            col = l06_last_column(l6, policy)
+            cells.append(l06_cell(l6.row(f"{col}_{policy}", shape, prefix)) if f"{col}_{policy}" in l6.have else "-")
             last = l6.row(f"{l06_last(l6, policy)}_{policy}", shape, prefix)
             rows.append([shape, prefix, policy, *cells, f"{float(last['pct_mma_peak']):.1f}",
                          last.get("ctas", "")])
@@ -1398,7 +1406,7 @@ def t_lesson06(ctx, gpu, c):
         f"{l6.gemm_tflops()} TFLOPS). Each cell: L2-cold median us (TFLOPS, causal FLOPs "
         f"4 D H pairs). bf16, D 128, pages of 16; the gate at sigma 1.5.{absent}\n\n"
         + table(["shape", "prefix", "policy", *[f"`{m}`" for m in LESSON06_METHODS[:-1]],
-                 f"`{l06_last(l6, LESSON06_POLICIES[0])}`",
+                 f"`{l06_last_column(l6, LESSON06_POLICIES[0])}`",
                  "last step, % of GEMM", "its CTAs"], rows, right=set(range(3, 5 + len(LESSON06_METHODS)))))
 
 

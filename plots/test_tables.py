@@ -403,6 +403,33 @@ def self_test():
         expect(rc == 1 and f"no {ladder_variants[-3]} row, though the run has a later step's" in msg,
                f"lesson 06 ladder: a step missing below a later one is an error naming it (got {rc}: {msg!r})")
 
+    # The results table: a run without sm_90a steps keeps the last step's column, as '-'; a Hopper
+    # run from before the last step shows its newest step in that column.
+    with tempfile.TemporaryDirectory() as tmp:
+        root = Path(tmp)
+        (root / "plots/data/h200").mkdir(parents=True)
+        (root / "README.md").write_text("<!-- table:lesson06 -->\n<!-- /table:lesson06 -->\n")
+
+        def go_results(methods):
+            head = "gpu,lesson,variant,shape,prefix,l2,us_median,tflops,pct_mma_peak,ctas,check"
+            (root / "plots/data/h200/lesson06.csv").write_text("\n".join(
+                [head] + [f"h200,06,{m}_{p},{shape},{prefix},cold,100.0,50.0,10.0,132,PASS"
+                          for m in methods for p in C.LESSON06_POLICIES for shape, prefix in C.LESSON06_SHAPES])
+                + "\n")
+            buf = io.StringIO()
+            rc = run(root, root / "plots/data", False, out=buf)
+            return rc, buf.getvalue(), (root / "README.md").read_text()
+
+        rc, msg, text = go_results(["as_decode", "mma_sync"])
+        header = next((ln for ln in text.splitlines() if ln.startswith("| shape |")), "")
+        expect(rc == 0 and header.count("`mma_sync`") == 1 and f"`{C.LESSON06_METHODS[-1]}`" in header
+               and "built for sm_90a only" in text.replace("\n", " "),
+               f"lesson 06 results: a run without sm_90a steps keeps the last column as '-' (got {rc}: {header!r} {msg!r})")
+        rc, msg, text = go_results(list(dict.fromkeys([*C.LESSON06_METHODS[:-1], *C.LESSON06_HOPPER[:-1]])))
+        header = next((ln for ln in text.splitlines() if ln.startswith("| shape |")), "")
+        expect(rc == 0 and f"`{C.LESSON06_HOPPER[-2]}`" in header and f"`{C.LESSON06_METHODS[-1]}`" not in header,
+               f"lesson 06 results: a run from before the last step shows its newest step (got {rc}: {header!r} {msg!r})")
+
     for f in failures:
         print(f"self-test FAILED: {f}")
     if not failures:
