@@ -163,7 +163,6 @@ __global__ void __launch_bounds__(kThreads, 1)
                     sm90::tma_load_3d(k_s + st * kTileBytes, &maps.q, &k_full[st], 0, t.head, q_row);
                     sm90::tma_load_3d(k_s + st * kTileBytes + kHalfBytes, &maps.q, &k_full[st], 64, t.head, q_row);
                 }
-                __syncwarp();
                 ++kit;
             }
             for (int j = 0; j < num_kv_tiles; ++j, ++kit, ++vit) {
@@ -290,6 +289,9 @@ __global__ void __launch_bounds__(kThreads, 1)
                 pa::ldmatrix_x4(qf[ks], reinterpret_cast<const __nv_bfloat16*>(q_s + (ks / 4) * (kQBytes / 2) + r * 128 +
                                                                                 ((chunk ^ (r % 8)) * 16)));
             }
+            // ldmatrix read the slot through the generic proxy and a bulk copy refills it next: the
+            // proxy fence orders the two (GLOSSARY.md, "Proxies")
+            sm90::fence_proxy_async_smem();
             release(&k_empty[st]);  // the slot goes back to the producer for a K tile
             ++kit;
         }
