@@ -1386,16 +1386,18 @@ def t_lesson06(ctx, gpu, c):
     L2-cold median us and TFLOPS (causal FLOPs), and the last step's % of the measured GEMM rate."""
     l6 = Lesson06Csv(c)
     absent = l06_absent(l6)
+    # per policy: the methods with rows, the last column's variant, the newest step's variant
+    per_policy = {p: (l6.methods(p)[0], f"{l06_last_column(l6, p)}_{p}", f"{l06_last(l6, p)}_{p}")
+                  for p in LESSON06_POLICIES}
     rows = []
     for shape, prefix in LESSON06_SHAPES:
         for policy in LESSON06_POLICIES:
-            methods, _ = l6.methods(policy)
+            methods, col, newest = per_policy[policy]
             cells = []
             for m in LESSON06_METHODS[:-1]:
                 cells.append(l06_cell(l6.row(f"{m}_{policy}", shape, prefix)) if m in methods else "-")
-            col = l06_last_column(l6, policy)
-            cells.append(l06_cell(l6.row(f"{col}_{policy}", shape, prefix)) if f"{col}_{policy}" in l6.have else "-")
-            last = l6.row(f"{l06_last(l6, policy)}_{policy}", shape, prefix)
+            cells.append(l06_cell(l6.row(col, shape, prefix)) if col in l6.have else "-")
+            last = l6.row(newest, shape, prefix)
             rows.append([shape, prefix, policy, *cells, f"{float(last['pct_mma_peak']):.1f}",
                          last.get("ctas", "")])
     for i in range(len(rows) - 1, 0, -1):  # name each shape and prefix once
@@ -1406,7 +1408,7 @@ def t_lesson06(ctx, gpu, c):
         f"{l6.gemm_tflops()} TFLOPS). Each cell: L2-cold median us (TFLOPS, causal FLOPs "
         f"4 D H pairs). bf16, D 128, pages of 16; the gate at sigma 1.5.{absent}\n\n"
         + table(["shape", "prefix", "policy", *[f"`{m}`" for m in LESSON06_METHODS[:-1]],
-                 f"`{l06_last_column(l6, LESSON06_POLICIES[0])}`",
+                 f"`{per_policy[LESSON06_POLICIES[0]][1].rsplit('_', 1)[0]}`",
                  "last step, % of GEMM", "its CTAs"], rows, right=set(range(3, 5 + len(LESSON06_METHODS)))))
 
 
