@@ -766,7 +766,7 @@ def ladder_table(ctx, lesson):
     folder, csvname, shape, extra = LADDERS[lesson]
     gpu = ctx.data.gpus_or_error(csvname)[0]
     c = ctx.data.get(gpu, csvname)
-    rows, prev_us, newer = [], None, []
+    rows, prev_us, prev_variant, newer, other_policy = [], None, None, [], False
     for n, name, idea, variant, added in ladder_steps(ctx.data.root / "lessons" / folder):
         try:
             us = ladder_us(ctx, gpu, lesson, variant)
@@ -778,16 +778,24 @@ def ladder_table(ctx, lesson):
             continue
         if newer:
             raise TableError(f"{c.rel}: no {newer[0]} row, though the run has a later step's ({variant})")
+        base_us = prev_us
+        if lesson == "06" and prev_variant and variant.rsplit("_", 1)[1] != prev_variant.rsplit("_", 1)[1]:
+            # a step that changes one policy (its Run: line names that policy's variant): over the
+            # step before's variant of the same policy
+            base_us = ladder_us(ctx, gpu, lesson, prev_variant.rsplit("_", 1)[0] + "_" + variant.rsplit("_", 1)[1])
+            other_policy = True
         rows.append([n, f"`{name}`", idea, added, f"`{variant}`", us_ladder(us),
-                     f"{prev_us / us:.2f}x" if prev_us else ""])
-        prev_us = us
+                     f"{base_us / us:.2f}x" if base_us else ""])
+        prev_us, prev_variant = us, variant
     before = (f" This run is from before {', '.join(f'`{v}`' for v in newer)} (`-`)." if newer else "")
     where = {"05": f" at sigma {extra}", "06": f", prefix {extra}, causal"}.get(lesson, "")
     return (f"The ladder: each step file, the idea it adds (its header's first sentence), the lines of code it "
             f"adds over the step before (comments and blank lines dropped; step 1: all of its own; a step "
             f"whose header diffs it against another file: over that file), and its "
             f"variant's L2-cold median on {shape}{where} from {ctx.link(c)} ({gpu_name(gpu)}), with the "
-            f"speedup over the step before.{before}\n\n"
+            f"speedup over the step before"
+            + (" (a step whose variant is another policy's: over the step before's variant of that policy)"
+               if other_policy else "") + f".{before}\n\n"
             + table(["step", "file", "the idea", "lines added", "variant", "us", "speedup"], rows, right={0, 3, 5, 6}))
 
 

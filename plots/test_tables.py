@@ -21,7 +21,7 @@ import catalog as C  # noqa: E402
 from catalog import LESSON01_SHAPES, LESSON07_PAIRS, LESSON07_TOKENS, LONG_SHAPES, TABLE_A, TABLE_B  # noqa: E402
 from tables import (LESSON04_FIXES, LESSON04_SPLITS, LESSON06_POST, LESSON07_PER_TOKEN_MAX,  # noqa: E402
                     LESSON07_STAGES, REPO, Csv, Lesson06Csv, Lesson06FloorCsv, TableError, l06_absent, l07_shape,
-                    ladder_steps, run, variant_list)
+                    ladder_steps, run, us_ladder, variant_list)
 
 HEADER = ("gpu,lesson,variant,shape,dtype,B,H,Hkv,D,ctx,block_size,l2,us_median,us_min,bytes,gbps,"
           "pct_read_bw,flops,tflops,pct_mma_peak,check,rel_err,ctas,ctas_per_sm,waves")
@@ -324,7 +324,8 @@ def self_test():
     last_n, _, _, last_variant, last_added = steps[-1]
     expect([n for n, *_ in steps] == sorted(n for n, *_ in steps) and len({n for n, *_ in steps}) == len(steps),
            "lesson 06 ladder: steps in order, each once")
-    expect(last_variant == f"{C.LESSON06_METHODS[-1]}_softmax" and 0 < last_added < 80,
+    expect(last_variant.rsplit("_", 1) == [C.LESSON06_METHODS[-1], last_variant.rsplit("_", 1)[1]]
+           and last_variant.rsplit("_", 1)[1] in C.LESSON06_POLICIES and 0 < last_added < 80,
            f"lesson 06 ladder: the last step is {C.LESSON06_METHODS[-1]}, adding a few lines (got {steps[-1]})")
     expect(set(C.LESSON06_METHODS) <= {v.rsplit("_", 1)[0] for *_, v, _ in steps} | {"as_decode"},
            "catalog: every lesson 06 method of the results table is a step of the ladder")
@@ -399,6 +400,16 @@ def self_test():
         expect(rc == 0 and f"This run is from before `{ladder_variants[-1]}` (`-`)." in text.replace("\n", " ")
                and f"| `{ladder_variants[-1]}` | - |  |" in text,
                f"lesson 06 ladder: a run from before the last step shows '-' and says so (got {rc}: {msg!r})")
+        # a step whose variant is another policy's than the step before's: its speedup is over the
+        # step before's variant of its own policy (the last step, the gate's, here)
+        last_m, last_p = ladder_variants[-1].rsplit("_", 1)
+        prev_m, prev_p = ladder_variants[-2].rsplit("_", 1)
+        if last_p != prev_p:
+            rc, msg, text = go_ladder(ladder_variants + [f"{prev_m}_{last_p}"])
+            n = len(ladder_variants)
+            want = f"| `{ladder_variants[-1]}` | {us_ladder(100.0 - (n - 1))} | {(100.0 - n) / (100.0 - (n - 1)):.2f}x |"
+            expect(rc == 0 and want in text and "over the step before's variant of that policy" in text.replace("\n", " "),
+                   f"lesson 06 ladder: a step of one policy is set against the step before's same policy ({want!r}; got {rc}: {msg!r})")
         rc, msg, _ = go_ladder([v for v in ladder_variants if v != ladder_variants[-3]])
         expect(rc == 1 and f"no {ladder_variants[-3]} row, though the run has a later step's" in msg,
                f"lesson 06 ladder: a step missing below a later one is an error naming it (got {rc}: {msg!r})")

@@ -20,6 +20,7 @@
 //   step 16 wgmma_q_registers + each consumer's Q rows in registers, Q's buffer free for the next item, sm_90a
 //   step 17 wgmma_work_ahead  + the consumers read the work list two items ahead, sm_90a
 //   step 18 wgmma_tma_store   + the output through shared memory and the copy engine, sm_90a
+//   step 19 wgmma_folded_gate + the gate's constants folded: two FFMAs a weight (the softmax as step 18), sm_90a
 //
 // Variant names are <method>_<policy>: as_decode_softmax, mma_sync_gate, wgmma_ws_softmax, ...
 #pragma once
@@ -54,11 +55,12 @@ enum class Method {
     wgmma_paired_stores = 15,
     wgmma_q_registers = 16,
     wgmma_work_ahead = 17,
-    wgmma_tma_store = 18
+    wgmma_tma_store = 18,
+    wgmma_folded_gate = 19
 };
 // The ladder's last step: what --floor measures (mma_floor.cu instantiates its kernel).
-constexpr Method kLastStep = Method::wgmma_tma_store;
-const char* method_name(Method m);  // "as_decode", "mma_sync", "wgmma", ..., "wgmma_tma_store"
+constexpr Method kLastStep = Method::wgmma_folded_gate;
+const char* method_name(Method m);  // "as_decode", "mma_sync", "wgmma", ..., "wgmma_folded_gate"
 
 // What every launcher gets. Pointers are device pointers unless said otherwise.
 struct PrefillArgs {

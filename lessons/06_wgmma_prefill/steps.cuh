@@ -94,6 +94,8 @@ void launch_wgmma_work_ahead(const PrefillArgs& a, Policy p, cudaStream_t stream
 Geometry geometry_wgmma_work_ahead(const PrefillShape& s);
 void launch_wgmma_tma_store(const PrefillArgs& a, Policy p, cudaStream_t stream);
 Geometry geometry_wgmma_tma_store(const PrefillShape& s);
+void launch_wgmma_folded_gate(const PrefillArgs& a, Policy p, cudaStream_t stream);
+Geometry geometry_wgmma_folded_gate(const PrefillShape& s);
 #endif
 
 }  // namespace lesson06

@@ -1,6 +1,6 @@
-// The tensor maps of the TMA steps (5 to 18): q, the two page pools and the output (step 18's
-// stores), as the copy engine sees them. Made on the host for each launch (tma_maps.cu, sm_90a
-// objects only), passed to the kernel as a __grid_constant__ parameter.
+// The tensor maps of the TMA steps (5 to 19): q, the two page pools and the output (the stores
+// of steps 18 and 19), as the copy engine sees them. Made on the host for each launch
+// (tma_maps.cu, sm_90a objects only), passed to the kernel as a __grid_constant__ parameter.
 #pragma once
 
 #include <cuda.h>  // CUtensorMap (a 128-byte opaque struct); no driver library is linked
@@ -18,7 +18,7 @@ struct Maps {
     CUtensorMap q;  // [total_new][H][128] bf16, box 64 x 1 x 128 rows, 128-byte swizzle
     CUtensorMap k;  // [num_blocks][Hkv][16][128] bf16, box 64 x 16 x 1 x 1 (one page half)
     CUtensorMap v;
-    CUtensorMap o;  // the output [total_new][H][128] bf16, box 64 x 1 x 64 rows, 128-byte swizzle (step 18 stores)
+    CUtensorMap o;  // the output [total_new][H][128] bf16, box 64 x 1 x 64 rows, 128-byte swizzle (steps 18 and 19 store through it)
 };
 
 // The maps of a batch, for query tiles of `q_rows` rows.
