@@ -6,8 +6,9 @@
 // is one or two key tiles: the consumers finished the item and then waited for the next Q, whose
 // copy had only just been issued (NOTES.md, "Step 15": about 3 us from issue to arrival). Now each
 // consumer copies its 64 rows of Q into registers when an item starts (8 ldmatrix.x4 a warp, the
-// wgmma A layout, reading the copy engine's 128-byte swizzle), releases the buffer at once, and
-// issues `S = Q K^T` with A from registers (wgmma_m64n128k16_rs<0>, K still from shared memory).
+// wgmma A layout, reading the copy engine's 128-byte swizzle), releases the buffer at once (after
+// the proxy fence: ldmatrix reads through the generic proxy, and a bulk copy refills the buffer),
+// and issues `S = Q K^T` with A from registers (wgmma_m64n128k16_rs<0>, K still from shared memory).
 // The producer then loads the next item's Q while this item runs. The 32 registers Q takes fit
 // beside the output, S and P within the consumers' 232 (ptxas: no spills).
 // Run: lesson06_wgmma_prefill [--check | --bench] [--variant wgmma_q_registers_softmax]
@@ -263,6 +264,9 @@ __global__ void __launch_bounds__(kThreads, 1)
                 pa::ldmatrix_x4(qf[ks], reinterpret_cast<const __nv_bfloat16*>(q_s + (ks / 4) * (kQBytes / 2) + r * 128 +
                                                                                 ((chunk ^ (r % 8)) * 16)));
             }
+            // ldmatrix read the buffer through the generic proxy and a bulk copy refills it next: the
+            // proxy fence orders the two (GLOSSARY.md, "Proxies")
+            sm90::fence_proxy_async_smem();
         }
         release(&q_empty);  // the producer may load the next item's Q now
 

@@ -284,6 +284,9 @@ __global__ void __launch_bounds__(kThreads, 1)
                 pa::ldmatrix_x4(qf[ks], reinterpret_cast<const __nv_bfloat16*>(q_s + (ks / 4) * (kQBytes / 2) + r * 128 +
                                                                                 ((chunk ^ (r % 8)) * 16)));
             }
+            // ldmatrix read the buffer through the generic proxy and a bulk copy refills it next: the
+            // proxy fence orders the two (GLOSSARY.md, "Proxies")
+            sm90::fence_proxy_async_smem();
         }
         release(&q_empty);  // the producer may load the next item's Q now
 
