@@ -113,16 +113,23 @@ struct SoftmaxPolicy {
     }
 };
 
-template <int NB>
+// FOLD: false, the weight as the reference writes it; true, with the scale and sigma folded into
+// two coefficients, two FFMAs a weight (step 19, below).
+template <int NB, bool FOLD = false>
 struct GatePolicy {
     static constexpr bool kRescales = false;
     // r_{t-2} and r_{t-1} of each row for the first column of the next tile (meaningful on the
     // first lane of each quad, which is the only one that reads it). r before position 0 is 0.
     float tail[2][2];
     float scale, gamma, sigma_third;
+    float a_own, b_prev;  // FOLD: scale (1 - sigma / 3) and -scale sigma / 3
 
     __device__ __forceinline__ explicit GatePolicy(const GateParams& p)
-        : scale(p.scale), gamma(p.gamma), sigma_third(p.sigma * (1.f / 3.f)) {
+        : scale(p.scale),
+          gamma(p.gamma),
+          sigma_third(p.sigma * (1.f / 3.f)),
+          a_own(p.scale * (1.f - p.sigma * (1.f / 3.f))),
+          b_prev(-p.scale * (p.sigma * (1.f / 3.f))) {
         tail[0][0] = tail[0][1] = tail[1][0] = tail[1][1] = 0.f;
     }
 
@@ -158,9 +165,20 @@ struct GatePolicy {
                 const float r_m2 = c == 0 ? prev[2 * row] : cur[2 * row];
                 const float r_m1 = c == 0 ? prev[2 * row + 1] : cur[2 * row + 1];
                 const float r0 = s[4 * j + 2 * row], r1 = s[4 * j + 2 * row + 1];
-                // a = (r_t + r_{t-1} + r_{t-2}) / 3, summed in that order as the reference does
-                float p0 = __saturatef((r0 - sigma_third * (r0 + r_m1 + r_m2)) * scale);
-                float p1 = __saturatef((r1 - sigma_third * (r1 + r0 + r_m1)) * scale);
+                float p0, p1;
+                if constexpr (!FOLD) {
+                    // a = (r_t + r_{t-1} + r_{t-2}) / 3, summed in that order as the reference does
+                    p0 = __saturatef((r0 - sigma_third * (r0 + r_m1 + r_m2)) * scale);
+                    p1 = __saturatef((r1 - sigma_third * (r1 + r0 + r_m1)) * scale);
+                } else {
+                    // The weight before the clamp is linear in the three r': A r'_t + B r'_{t-1} +
+                    // B r'_{t-2}, two FFMAs (the outer one saturating) where the above takes two adds,
+                    // an FFMA and a multiply; B r'_{t-1} is in both columns' weights. The sums round
+                    // differently from the reference's, by an ulp of a float before a continuous clamp.
+                    const float b_m1 = b_prev * r_m1;
+                    p0 = __saturatef(fmaf(b_prev, r_m2, fmaf(a_own, r0, b_m1)));
+                    p1 = __saturatef(fmaf(b_prev, r0, fmaf(a_own, r1, b_m1)));
+                }
                 if (masked) {
                     if (col0 + 8 * j > last[row]) p0 = 0.f;
                     if (col0 + 8 * j + 1 > last[row]) p1 = 0.f;
@@ -216,9 +234,9 @@ template <int NB, class Exp2, int LAZY>
 __device__ __forceinline__ SoftmaxPolicy<NB, Exp2, LAZY> make_policy(const PolicyParams& p, SoftmaxPolicy<NB, Exp2, LAZY>*) {
     return SoftmaxPolicy<NB, Exp2, LAZY>(p.softmax);
 }
-template <int NB>
-__device__ __forceinline__ GatePolicy<NB> make_policy(const PolicyParams& p, GatePolicy<NB>*) {
-    return GatePolicy<NB>(p.gate);
+template <int NB, bool FOLD>
+__device__ __forceinline__ GatePolicy<NB, FOLD> make_policy(const PolicyParams& p, GatePolicy<NB, FOLD>*) {
+    return GatePolicy<NB, FOLD>(p.gate);
 }
 
 }  // namespace lesson06

@@ -8,8 +8,9 @@
 // A = scale (1 - sigma / 3) and B = -scale sigma / 3 it is clamp(A r'_t + B r'_{t-1} + B r'_{t-2}):
 // two FFMAs, the last one saturating. A pair of neighbouring columns shares r'_{t-1} of the first
 // (B r'_{t-1}, one multiply), so a pair takes five instructions where it took eight. The sums
-// round differently from the reference's (by an ulp of a float, before the clamp). The softmax
-// runs as in step 18.
+// round differently from the reference's (by an ulp of a float, before the clamp). The folded
+// weight is GatePolicy's FOLD branch (policies.cuh); this step's trait (StepPolicy, steps 11 to
+// 18's FastExp2) picks it, as it picks the fast softmax. The softmax runs as in step 18.
 // Run: lesson06_wgmma_prefill [--check | --bench] [--variant wgmma_folded_gate_gate]
 #pragma once
 
@@ -62,65 +63,6 @@ struct Exp2Ftz {
 // How far (exp2 domain) a row's max may rise before the output is rescaled: weights up to 2^8.
 constexpr int kLazyLog2 = 8;
 
-// The gate with A = scale (1 - sigma / 3) and B = -scale sigma / 3 (the header): the weight of
-// column t is clamp(A r'_t + B r'_{t-1} + B r'_{t-2}, 0, 1). The rest is GatePolicy's: r' of a
-// tile's columns, the predecessors through one shuffle, the tail into the next tile, gamma at the end.
-template <int NB>
-struct FoldedGatePolicy {
-    static constexpr bool kRescales = false;
-    float tail[2][2];  // r'_{t-2}, r'_{t-1} of each row for the next tile's first column
-    float a_own, b_prev, gamma;
-
-    __device__ __forceinline__ explicit FoldedGatePolicy(const GateParams& p)
-        : a_own(p.scale * (1.f - p.sigma * (1.f / 3.f))), b_prev(-p.scale * (p.sigma * (1.f / 3.f))), gamma(p.gamma) {
-        tail[0][0] = tail[0][1] = tail[1][0] = tail[1][1] = 0.f;
-    }
-
-    __device__ __forceinline__ void to_p(float (&s)[4 * NB], int kv0, const int (&last)[2], bool masked, int lane,
-                                         float (&alpha)[2]) {
-        alpha[0] = alpha[1] = 1.f;
-        const int c = lane & 3;
-        const int col0 = kv0 + 2 * c;
-#pragma unroll
-        for (int k = 0; k < 4 * NB; ++k) s[k] = fmaxf(s[k], 0.f);
-        const int src = (lane & ~3) | ((lane + 3) & 3);
-        float prev[4] = {tail[0][0], tail[0][1], tail[1][0], tail[1][1]};
-#pragma unroll
-        for (int j = 0; j < NB; ++j) {
-            float cur[4];
-#pragma unroll
-            for (int e = 0; e < 4; ++e) cur[e] = __shfl_sync(0xffffffffu, s[4 * j + e], src);
-#pragma unroll
-            for (int row = 0; row < 2; ++row) {
-                const float r_m2 = c == 0 ? prev[2 * row] : cur[2 * row];
-                const float r_m1 = c == 0 ? prev[2 * row + 1] : cur[2 * row + 1];
-                const float r0 = s[4 * j + 2 * row], r1 = s[4 * j + 2 * row + 1];
-                const float b_m1 = b_prev * r_m1;  // in both columns' weights
-                float p0 = __saturatef(fmaf(b_prev, r_m2, fmaf(a_own, r0, b_m1)));
-                float p1 = __saturatef(fmaf(b_prev, r0, fmaf(a_own, r1, b_m1)));
-                if (masked) {
-                    if (col0 + 8 * j > last[row]) p0 = 0.f;
-                    if (col0 + 8 * j + 1 > last[row]) p1 = 0.f;
-                }
-                s[4 * j + 2 * row] = p0;
-                s[4 * j + 2 * row + 1] = p1;
-            }
-#pragma unroll
-            for (int e = 0; e < 4; ++e) prev[e] = cur[e];
-        }
-        tail[0][0] = prev[0];
-        tail[0][1] = prev[1];
-        tail[1][0] = prev[2];
-        tail[1][1] = prev[3];
-    }
-
-    __device__ __forceinline__ void finish(float (&out_scale)[2]) { out_scale[0] = out_scale[1] = gamma; }
-};
-template <int NB>
-__device__ __forceinline__ FoldedGatePolicy<NB> make_policy(const PolicyParams& p, FoldedGatePolicy<NB>*) {
-    return FoldedGatePolicy<NB>(p.gate);
-}
-
 // The policy as this step runs it: the softmax with the exponent swapped and the lazy rescale, the
 // gate folded.
 template <class Policy>
@@ -133,7 +75,7 @@ struct StepPolicy<SoftmaxPolicy<NB>> {
 };
 template <int NB>
 struct StepPolicy<GatePolicy<NB>> {
-    using type = FoldedGatePolicy<NB>;
+    using type = GatePolicy<NB, true>;
 };
 
 template <class Policy>
