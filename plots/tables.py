@@ -1455,8 +1455,9 @@ def t_lesson06_floor(ctx, gpu, c):
     run) where it has the shape."""
     l6 = Lesson06FloorCsv(c)
     step = f"{l06_last(l6, 'softmax')}_softmax"  # the ladder's last, or the newest of a run from before it
-    which = ("the last step" if step == f"{LESSON06_METHODS[-1]}_softmax"
-             else f"the last step of this run, which is from before `{LESSON06_METHODS[-1]}`")
+    newer = LESSON06_HOPPER[LESSON06_HOPPER.index(step.rsplit("_", 1)[0]) + 1:]
+    which = ("the last step" if not newer
+             else f"the last step of this run, which is from before {', '.join(f'`{m}`' for m in newer)}")
     peers = ctx.data.get_if_any(gpu, "peers_sdpa.csv")
     rows = []
     for shape, prefix in LESSON06_SHAPES:

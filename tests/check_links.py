@@ -9,6 +9,7 @@ build trees (any folder holding a CMakeCache.txt) and hidden folders are skipped
 
     python3 tests/check_links.py [REPO]
 """
+import functools
 import re
 import sys
 from pathlib import Path
@@ -34,25 +35,25 @@ def slug(heading):
     return s.replace(" ", "-")
 
 
-def anchors(path, cache={}):
-    if path not in cache:
-        found, seen = set(), {}
-        in_code = False
-        for line in path.read_text(encoding="utf-8").split("\n"):
-            if line.lstrip().startswith("```"):
-                in_code = not in_code
-                continue
-            if in_code:
-                continue
-            m = HEADING.match(line)
-            if m:
-                s = slug(m.group(1))
-                n = seen.get(s, 0)
-                seen[s] = n + 1
-                found.add(s if n == 0 else f"{s}-{n}")
-            found.update(ANCHOR_TAG.findall(line))
-        cache[path] = found
-    return cache[path]
+@functools.lru_cache(maxsize=None)
+def anchors(path):
+    """The anchors a Markdown file defines: its headings' (outside code) and its <a id>s."""
+    found, seen = set(), {}
+    in_code = False
+    for line in path.read_text(encoding="utf-8").split("\n"):
+        if line.lstrip().startswith("```"):
+            in_code = not in_code
+            continue
+        if in_code:
+            continue
+        m = HEADING.match(line)
+        if m:
+            s = slug(m.group(1))
+            n = seen.get(s, 0)
+            seen[s] = n + 1
+            found.add(s if n == 0 else f"{s}-{n}")
+        found.update(ANCHOR_TAG.findall(line))
+    return found
 
 
 def markdown_files(root):

@@ -34,6 +34,7 @@ struct FloorStep {
     static auto kernel() { return step19::wgmma_folded_gate_prefill_kernel<MmaOnlyPolicy<step19::kNB>>; }
     static constexpr int kNB = step19::kNB, kRows = step19::kRows, kThreads = step19::kThreads;
     static constexpr int kSmemBytes = step19::kSmemBytes;
+    static constexpr bool kStoresThroughMap = true;  // maps.o
 };
 
 }  // namespace

@@ -14,6 +14,7 @@ struct Step18 {
     static auto kernel() { return step18::wgmma_tma_store_prefill_kernel<P>; }
     static constexpr int kNB = step18::kNB, kRows = step18::kRows, kThreads = step18::kThreads;
     static constexpr int kSmemBytes = step18::kSmemBytes;
+    static constexpr bool kStoresThroughMap = true;  // maps.o
 };
 
 }  // namespace

@@ -46,15 +46,15 @@ CUtensorMap make_map(const void* base, int rank, const cuuint64_t* dims, const c
 
 }  // namespace
 
-Maps make_maps(const PrefillArgs& a, int q_rows) {
-    Maps maps;
+Maps make_maps(const PrefillArgs& a, int q_rows, bool output) {
+    Maps maps{};
     {  // q: [total_new][H][128]; a box is 64 dims of one head for q_rows consecutive rows
         const cuuint64_t dims[3] = {kHeadSize, static_cast<cuuint64_t>(a.H), static_cast<cuuint64_t>(a.total_new)};
         const cuuint64_t strides[2] = {kHeadSize * 2, static_cast<cuuint64_t>(a.H) * kHeadSize * 2};
         const cuuint32_t box[3] = {64, 1, static_cast<cuuint32_t>(q_rows)};
         maps.q = make_map(a.q, 3, dims, strides, box, "q");
         const cuuint32_t obox[3] = {64, 1, 64};
-        maps.o = make_map(a.out, 3, dims, strides, obox, "output");
+        if (output) maps.o = make_map(a.out, 3, dims, strides, obox, "output");
     }
     {  // K and V pools: [num_blocks][Hkv][16][128]; a box is 64 dims of one page of one KV head
         const cuuint64_t dims[4] = {kHeadSize, kPageSize, static_cast<cuuint64_t>(a.Hkv),

@@ -6,6 +6,7 @@
 #include <cuda.h>  // CUtensorMap (a 128-byte opaque struct); no driver library is linked
 
 #include <algorithm>
+#include <type_traits>
 
 #include "device_info.cuh"
 
@@ -21,8 +22,16 @@ struct Maps {
     CUtensorMap o;  // the output [total_new][H][128] bf16, box 64 x 1 x 64 rows, 128-byte swizzle (steps 18 and 19 store through it)
 };
 
-// The maps of a batch, for query tiles of `q_rows` rows.
-Maps make_maps(const PrefillArgs& a, int q_rows);
+// The maps of a batch, for query tiles of `q_rows` rows; the output's only if `output`.
+Maps make_maps(const PrefillArgs& a, int q_rows, bool output);
+
+// Whether a step stores its output through maps.o (its Step says kStoresThroughMap = true: steps 18
+// on); the other steps' launches do not encode that map.
+template <class Step, class = void>
+struct StoresThroughMap : std::false_type {};
+template <class Step>
+struct StoresThroughMap<Step, std::void_t<decltype(Step::kStoresThroughMap)>>
+    : std::bool_constant<Step::kStoresThroughMap> {};
 
 // The host side of a TMA step (5 to 12), which differ only in their kernels: Step names them,
 //   struct Step {
@@ -41,7 +50,7 @@ void with_tma_step_kernel(Policy p, F&& f) {
 template <class Step>
 void launch_tma_step(const PrefillArgs& a, Policy p, cudaStream_t stream) {
     const step2::Batch b = make_batch(a, Step::kRows);
-    const Maps maps = make_maps(a, Step::kRows);
+    const Maps maps = make_maps(a, Step::kRows, false);
     with_tma_step_kernel<Step>(p, [&](auto kernel) {
         launch_tiles128(kernel, a, Step::kThreads, Step::kSmemBytes, stream, b, policy_params(a), maps);
     });
@@ -65,7 +74,7 @@ inline int persistent_ctas(long long items) {
 template <class Step>
 void launch_persistent_step(const PrefillArgs& a, Policy p, cudaStream_t stream) {
     const step2::Batch b = make_batch(a, Step::kRows);
-    const Maps maps = make_maps(a, Step::kRows);
+    const Maps maps = make_maps(a, Step::kRows, StoresThroughMap<Step>::value);
     const int items = a.H * a.num_tiles128;
     with_tma_step_kernel<Step>(p, [&](auto kernel) {
         pa::opt_in_max_dynamic_smem(reinterpret_cast<const void*>(kernel));
