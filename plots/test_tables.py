@@ -396,18 +396,26 @@ def self_test():
             return rc, buf.getvalue(), (root / "README.md").read_text()
 
         ladder_variants = [v for *_, v, _ in steps06]
-        rc, msg, text = go_ladder(ladder_variants[:-1])
+
+        def companions(vs):
+            """The step before's variant of a step's own policy, where the two steps' policies differ."""
+            return [f"{a.rsplit('_', 1)[0]}_{b.rsplit('_', 1)[1]}" for a, b in zip(vs, vs[1:])
+                    if a.rsplit("_", 1)[1] != b.rsplit("_", 1)[1]]
+
+        rc, msg, text = go_ladder(ladder_variants[:-1] + companions(ladder_variants[:-1]))
         expect(rc == 0 and f"This run is from before `{ladder_variants[-1]}` (`-`)." in text.replace("\n", " ")
                and f"| `{ladder_variants[-1]}` | - |  |" in text,
                f"lesson 06 ladder: a run from before the last step shows '-' and says so (got {rc}: {msg!r})")
         # a step whose variant is another policy's than the step before's: its speedup is over the
-        # step before's variant of its own policy (the last step, the gate's, here)
+        # step before's variant of its own policy (the last step's, here)
         last_m, last_p = ladder_variants[-1].rsplit("_", 1)
         prev_m, prev_p = ladder_variants[-2].rsplit("_", 1)
         if last_p != prev_p:
-            rc, msg, text = go_ladder(ladder_variants + [f"{prev_m}_{last_p}"])
+            run_variants = ladder_variants + companions(ladder_variants)
+            rc, msg, text = go_ladder(run_variants)
             n = len(ladder_variants)
-            want = f"| `{ladder_variants[-1]}` | {us_ladder(100.0 - (n - 1))} | {(100.0 - n) / (100.0 - (n - 1)):.2f}x |"
+            base = 100.0 - run_variants.index(f"{prev_m}_{last_p}")
+            want = f"| `{ladder_variants[-1]}` | {us_ladder(100.0 - (n - 1))} | {base / (100.0 - (n - 1)):.2f}x |"
             expect(rc == 0 and want in text and "over the step before's variant of that policy" in text.replace("\n", " "),
                    f"lesson 06 ladder: a step of one policy is set against the step before's same policy ({want!r}; got {rc}: {msg!r})")
         rc, msg, _ = go_ladder([v for v in ladder_variants if v != ladder_variants[-3]])

@@ -1,12 +1,14 @@
 // Lesson 06 (causal prefill: as decode, mma.sync, wgmma, then the pieces of FlashAttention-3 one
 // step at a time: the swizzle, TMA, a producer warp, setmaxnreg, the overlap, ping-pong, persistent
 // CTAs, the fast 2^x, the next item started early, the lazy rescale, the mask on diagonal tiles
-// only, the paired stores, Q in registers; softmax and gate) on the GPU, against the
+// only, the paired stores, Q in registers, the work list read ahead, the output through the copy
+// engine, the gate folded, the max as a tree; softmax and gate) on the GPU, against the
 // double-precision reference. Every test is labelled `gpu`. Variants this GPU cannot run (the
 // sm_90a steps below Hopper) and those this build does not have (the gate as decode without
 // lesson 05) are named in the output (WARN), not run.
 #include <catch2/catch_test_macros.hpp>
 
+#include <cstdint>
 #include <functional>
 #include <string>
 #include <vector>
@@ -96,19 +98,19 @@ TEST_CASE("lesson06 every step, softmax and gate, on 16 random mixed batches wit
     CHECK(checked >= 16 * 3);  // mma_sync of both policies and as_decode_softmax run everywhere
 }
 
-TEST_CASE("lesson06 steps 4 to 19 by name, softmax and gate, on 12 random batches of odd prompts with prefixes "
+TEST_CASE("lesson06 steps 4 to 20 by name, softmax and gate, on 12 random batches of odd prompts with prefixes "
           "not multiples of 16 (seed 20260606)",
           "[gpu][lesson06]") {
-    // Steps 4 to 19 take step 3 to the last step one idea at a time; each is checked here by name, so
+    // Steps 4 to 20 take step 3 to the last step one idea at a time; each is checked here by name, so
     // a step that drops out of all_variants() fails, and on Hopper every one of them must run.
     auto split_step = [](const PrefillVariant& v) { return v.method >= Method::wgmma_swizzle; };
     std::vector<PrefillVariant> steps;
     for (const auto& v : all_variants())
         if (split_step(v)) steps.push_back(v);
-    REQUIRE(steps.size() == 32);  // wgmma_swizzle .. wgmma_folded_gate, each with both policies
+    REQUIRE(steps.size() == 34);  // wgmma_swizzle .. wgmma_tree_max, each with both policies
     const pa::DeviceInfo info = pa::testing::gpu_for_test();
     if (!steps[0].not_built.empty()) SKIP(steps[0].not_built);
-    if (info.cc() < steps[0].min_cc) SKIP("steps 4 to 19 need " << steps[0].needs << "; this GPU is sm_" << info.cc());
+    if (info.cc() < steps[0].min_cc) SKIP("steps 4 to 20 need " << steps[0].needs << "; this GPU is sm_" << info.cc());
 
     pa::Rng rng(kSeed, 7);
     const GateSetting g;
@@ -127,8 +129,8 @@ TEST_CASE("lesson06 steps 4 to 19 by name, softmax and gate, on 12 random batche
         const PrefillShape s = make_mixed_prefill_shape("odd-" + std::to_string(i) + "-B" + std::to_string(B) + "-H" +
                                                             std::to_string(group * Hkv) + "-Hkv" + std::to_string(Hkv),
                                                         group * Hkv, Hkv, news, prefixes);
-        CHECK(check_all(s, Policy::softmax, g, kSeed + 400 + i, 0, split_step) == 16);
-        CHECK(check_all(s, Policy::gate, g, kSeed + 400 + i, 0, split_step) == 16);
+        CHECK(check_all(s, Policy::softmax, g, kSeed + 400 + i, 0, split_step) == 17);
+        CHECK(check_all(s, Policy::gate, g, kSeed + 400 + i, 0, split_step) == 17);
     }
 }
 
@@ -199,4 +201,37 @@ TEST_CASE("lesson06 refuses shapes it was not built for, by name", "[gpu][lesson
     CHECK_THROWS_AS(make_prefill_shape(2, 0, 8, 4, 0), pa::FlagError);
     CHECK_THROWS_AS(make_prefill_shape(2, 64, 8, 3, 0), pa::FlagError);
     CHECK_THROWS_AS(parse_prefill_shape("B2-T64-H8"), pa::FlagError);
+}
+
+TEST_CASE("lesson06 step 20's max as a tree gives step 19's softmax output bit for bit (seed 20260606)",
+          "[gpu][lesson06]") {
+    // fmaxf is exact, so the order in which a row's max is taken cannot change it: the two steps
+    // must write the same bytes, on random batches and on sharp scores whose max jumps.
+    const pa::DeviceInfo info = pa::testing::gpu_for_test();
+    std::vector<PrefillVariant> pair;
+    for (const auto& v : all_variants())
+        if (v.policy == Policy::softmax && (v.method == Method::wgmma_folded_gate || v.method == Method::wgmma_tree_max))
+            pair.push_back(v);
+    REQUIRE(pair.size() == 2);
+    if (!pair[0].not_built.empty()) SKIP(pair[0].not_built);
+    if (info.cc() < pair[0].min_cc) SKIP("steps 19 and 20 need " << pair[0].needs << "; this GPU is sm_" << info.cc());
+    pa::Rng rng(kSeed, 9);
+    const GateSetting g;
+    for (int i = 0; i < 5; ++i) {
+        const PrefillShape s = i < 4 ? random_shape(rng, 900 + i)
+                                     : make_mixed_prefill_shape("sharp", 8, 2, {700, 129, 33}, {0, 1500, 2100});
+        PrefillProblem p = make_prefill_problem(s, kSeed + 900 + i);
+        if (i == 4) p.scale *= 16.0;
+        DevicePrefillProblem dev(p, 1);
+        std::vector<std::vector<uint16_t>> outs;
+        for (const auto& v : pair) {
+            REQUIRE(why_not(v, s, info).empty());
+            dev.poison_output();
+            launch(v, dev.args(g), nullptr);
+            CUDA_CHECK(cudaDeviceSynchronize());
+            outs.push_back(dev.download_output());
+        }
+        INFO(s.name);
+        CHECK(outs[0] == outs[1]);
+    }
 }

@@ -37,6 +37,7 @@ const char* method_name(Method m) {
         case Method::wgmma_work_ahead: return "wgmma_work_ahead";
         case Method::wgmma_tma_store: return "wgmma_tma_store";
         case Method::wgmma_folded_gate: return "wgmma_folded_gate";
+        case Method::wgmma_tree_max: return "wgmma_tree_max";
     }
     return "?";
 }
@@ -148,7 +149,8 @@ std::vector<PrefillVariant> all_variants() {
                      Method::wgmma_persistent, Method::wgmma_fast_exp2,
                      Method::wgmma_early_start, Method::wgmma_lazy_rescale, Method::wgmma_diagonal_mask,
                      Method::wgmma_paired_stores, Method::wgmma_q_registers,
-                     Method::wgmma_work_ahead, Method::wgmma_tma_store, Method::wgmma_folded_gate})
+                     Method::wgmma_work_ahead, Method::wgmma_tma_store, Method::wgmma_folded_gate,
+                     Method::wgmma_tree_max})
         for (Policy p : {Policy::softmax, Policy::gate}) {
             PrefillVariant v;
             v.name = std::string(method_name(m)) + "_" + policy_name(p);
@@ -260,6 +262,9 @@ void launch(const PrefillVariant& v, const PrefillArgs& a, cudaStream_t stream) 
         case Method::wgmma_folded_gate:
             launch_wgmma_folded_gate(a, v.policy, stream);
             return;
+        case Method::wgmma_tree_max:
+            launch_wgmma_tree_max(a, v.policy, stream);
+            return;
 #else
         default:
             break;
@@ -298,6 +303,7 @@ Geometry geometry(const PrefillVariant& v, const PrefillShape& s) {
         case Method::wgmma_work_ahead: return geometry_wgmma_work_ahead(s);
         case Method::wgmma_tma_store: return geometry_wgmma_tma_store(s);
         case Method::wgmma_folded_gate: return geometry_wgmma_folded_gate(s);
+        case Method::wgmma_tree_max: return geometry_wgmma_tree_max(s);
 #else
         default: break;
 #endif

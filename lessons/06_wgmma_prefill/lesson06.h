@@ -21,6 +21,7 @@
 //   step 17 wgmma_work_ahead  + the consumers read the work list two items ahead, sm_90a
 //   step 18 wgmma_tma_store   + the output through shared memory and the copy engine, sm_90a
 //   step 19 wgmma_folded_gate + the gate's constants folded: two FFMAs a weight (the softmax as step 18), sm_90a
+//   step 20 wgmma_tree_max    + the softmax's row max as a tree, not a chain (the gate as step 19), sm_90a
 //
 // Variant names are <method>_<policy>: as_decode_softmax, mma_sync_gate, wgmma_ws_softmax, ...
 #pragma once
@@ -56,11 +57,12 @@ enum class Method {
     wgmma_q_registers = 16,
     wgmma_work_ahead = 17,
     wgmma_tma_store = 18,
-    wgmma_folded_gate = 19
+    wgmma_folded_gate = 19,
+    wgmma_tree_max = 20
 };
 // The ladder's last step: what --floor measures (mma_floor.cu instantiates its kernel).
-constexpr Method kLastStep = Method::wgmma_folded_gate;
-const char* method_name(Method m);  // "as_decode", "mma_sync", "wgmma", ..., "wgmma_folded_gate"
+constexpr Method kLastStep = Method::wgmma_tree_max;
+const char* method_name(Method m);  // "as_decode", "mma_sync", "wgmma", ..., "wgmma_tree_max"
 
 // What every launcher gets. Pointers are device pointers unless said otherwise.
 struct PrefillArgs {

@@ -1,15 +1,15 @@
-// The MMA floor (mma_floor.h): step 19's kernel, instantiated with a policy that does nothing.
-// Built for sm_90a only, as step 19.
+// The MMA floor (mma_floor.h): step 20's kernel, instantiated with a policy that does nothing.
+// Built for sm_90a only, as step 20.
 #include "mma_floor.h"
 
-#include "step19_folded_gate.cuh"
+#include "step20_tree_max.cuh"
 #include "steps.cuh"
 #include "tma_maps.cuh"
 
 namespace lesson06 {
 
 // P = S: no max, no exponent, no mask, no rescale, the output scaled by 1. Every copy, wgmma,
-// barrier, bf16 packing of P and store of step 19 is still there; only the policy's work on
+// barrier, bf16 packing of P and store of step 20 is still there; only the policy's work on
 // the score fragment is gone. (Masked and past-the-end scores stay in P as they are: the
 // output is meaningless, and the MMAs take no longer for it.)
 template <int NB>
@@ -27,13 +27,13 @@ __device__ __forceinline__ MmaOnlyPolicy<NB> make_policy(const PolicyParams&, Mm
 
 namespace {
 
-// The floor as a TMA step (tma_maps.cuh): step 19's constants, its kernel with MmaOnlyPolicy
+// The floor as a TMA step (tma_maps.cuh): step 20's constants, its kernel with MmaOnlyPolicy
 // whichever policy the launcher names.
 struct FloorStep {
     template <class>
-    static auto kernel() { return step19::wgmma_folded_gate_prefill_kernel<MmaOnlyPolicy<step19::kNB>>; }
-    static constexpr int kNB = step19::kNB, kRows = step19::kRows, kThreads = step19::kThreads;
-    static constexpr int kSmemBytes = step19::kSmemBytes;
+    static auto kernel() { return step20::wgmma_tree_max_prefill_kernel<MmaOnlyPolicy<step20::kNB>>; }
+    static constexpr int kNB = step20::kNB, kRows = step20::kRows, kThreads = step20::kThreads;
+    static constexpr int kSmemBytes = step20::kSmemBytes;
     static constexpr bool kStoresThroughMap = true;  // maps.o
 };
 

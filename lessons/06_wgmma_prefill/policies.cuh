@@ -45,10 +45,23 @@ struct Exp2Exact {
     __device__ __forceinline__ static float apply(float x) { return exp2f(x); }
 };
 
+// t[r][j] = max(t[r][j], t[r][j + W]) for j < W, then W / 2, ..., 1: t[r][0] ends as the max of
+// t[r][0 .. 2W). A template, so that every index is a constant and t stays in registers.
+template <int W, int N>
+__device__ __forceinline__ void tree_max(float (&t)[2][N]) {
+#pragma unroll
+    for (int j = 0; j < W; ++j) {
+        t[0][j] = fmaxf(t[0][j], t[0][j + W]);
+        t[1][j] = fmaxf(t[1][j], t[1][j + W]);
+    }
+    if constexpr (W > 1) tree_max<W / 2>(t);
+}
+
 // NB: 8-column blocks of the tile (8: 64 keys, 16: 128 keys). LAZY: 0, the running max follows every
 // new score; n > 0, a row keeps its max until a score exceeds it by more than n (exp2 domain), so
-// weights reach 2^n and the output is rescaled only on such a jump (step 13).
-template <int NB, class Exp2 = Exp2Exact, int LAZY = 0>
+// weights reach 2^n and the output is rescaled only on such a jump (step 13). TREE: the max of a
+// row's scores in a tree of depth log2(2 NB) rather than a chain of 2 NB (step 20).
+template <int NB, class Exp2 = Exp2Exact, int LAZY = 0, bool TREE = false>
 struct SoftmaxPolicy {
     static constexpr bool kRescales = true;
     float m[2];  // running max of rows g and g + 8, in the exp2 domain (-inf before any key)
@@ -68,13 +81,34 @@ struct SoftmaxPolicy {
         // The max of the raw scores (scale_log2 > 0, so it is the max of the scaled ones); the
         // scale then folds into one FFMA per element: p = 2^(s * scale_log2 - m).
         float mx[2] = {-INFINITY, -INFINITY};
+        if constexpr (TREE) {
+            // The same max (fmaxf is exact, so the order does not change it), but every exponent
+            // below waits for it: a chain of 2 NB dependent fmaxf is 2 NB latencies, a tree log2(2 NB).
+            if (masked) {
 #pragma unroll
-        for (int j = 0; j < NB; ++j)
+                for (int j = 0; j < NB; ++j)
 #pragma unroll
-            for (int e = 0; e < 4; ++e) {
-                if (masked && col0 + 8 * j + (e & 1) > last[e >> 1]) s[4 * j + e] = -INFINITY;
-                mx[e >> 1] = fmaxf(mx[e >> 1], s[4 * j + e]);
+                    for (int e = 0; e < 4; ++e)
+                        if (col0 + 8 * j + (e & 1) > last[e >> 1]) s[4 * j + e] = -INFINITY;
             }
+            float t[2][NB];  // row r's max of block j's two scores, then halved level by level
+#pragma unroll
+            for (int j = 0; j < NB; ++j) {
+                t[0][j] = fmaxf(s[4 * j], s[4 * j + 1]);
+                t[1][j] = fmaxf(s[4 * j + 2], s[4 * j + 3]);
+            }
+            tree_max<NB / 2>(t);
+            mx[0] = t[0][0];
+            mx[1] = t[1][0];
+        } else {
+#pragma unroll
+            for (int j = 0; j < NB; ++j)
+#pragma unroll
+                for (int e = 0; e < 4; ++e) {
+                    if (masked && col0 + 8 * j + (e & 1) > last[e >> 1]) s[4 * j + e] = -INFINITY;
+                    mx[e >> 1] = fmaxf(mx[e >> 1], s[4 * j + e]);
+                }
+        }
         float base[2];
 #pragma unroll
         for (int r = 0; r < 2; ++r) {
@@ -230,9 +264,10 @@ struct PolicyParams {
     SoftmaxParams softmax;
     GateParams gate;
 };
-template <int NB, class Exp2, int LAZY>
-__device__ __forceinline__ SoftmaxPolicy<NB, Exp2, LAZY> make_policy(const PolicyParams& p, SoftmaxPolicy<NB, Exp2, LAZY>*) {
-    return SoftmaxPolicy<NB, Exp2, LAZY>(p.softmax);
+template <int NB, class Exp2, int LAZY, bool TREE>
+__device__ __forceinline__ SoftmaxPolicy<NB, Exp2, LAZY, TREE> make_policy(const PolicyParams& p,
+                                                                          SoftmaxPolicy<NB, Exp2, LAZY, TREE>*) {
+    return SoftmaxPolicy<NB, Exp2, LAZY, TREE>(p.softmax);
 }
 template <int NB, bool FOLD>
 __device__ __forceinline__ GatePolicy<NB, FOLD> make_policy(const PolicyParams& p, GatePolicy<NB, FOLD>*) {

@@ -1,5 +1,5 @@
-// The tensor maps of the TMA steps (5 to 19): q, the two page pools and the output (the stores
-// of steps 18 and 19), as the copy engine sees them. Made on the host for each launch
+// The tensor maps of the TMA steps (5 to 20): q, the two page pools and the output (the stores
+// of steps 18 to 20), as the copy engine sees them. Made on the host for each launch
 // (tma_maps.cu, sm_90a objects only), passed to the kernel as a __grid_constant__ parameter.
 #pragma once
 
@@ -19,7 +19,7 @@ struct Maps {
     CUtensorMap q;  // [total_new][H][128] bf16, box 64 x 1 x 128 rows, 128-byte swizzle
     CUtensorMap k;  // [num_blocks][Hkv][16][128] bf16, box 64 x 16 x 1 x 1 (one page half)
     CUtensorMap v;
-    CUtensorMap o;  // the output [total_new][H][128] bf16, box 64 x 1 x 64 rows, 128-byte swizzle (steps 18 and 19 store through it)
+    CUtensorMap o;  // the output [total_new][H][128] bf16, box 64 x 1 x 64 rows, 128-byte swizzle (steps 18 to 20 store through it)
 };
 
 // The maps of a batch, for query tiles of `q_rows` rows; the output's only if `output`.
