@@ -4,7 +4,7 @@
 // for its row's max, and the policy took that max as a chain, each fmaxf waiting for the one
 // before: 32 dependent instructions a row (two scores of each of the 16 blocks), then the two
 // shuffles of the quad. Step 20 takes it as a tree (the two scores of a block, then blocks
-// j and j + 8, j + 4, ...): the same 31 fmaxf a row at a depth of 5. fmaxf is exact, so the max,
+// j and j + 8, j + 4, ...): 31 fmaxf a row at a depth of 5. fmaxf is exact, so the max,
 // and the output, are step 19's bit for bit. The tree is SoftmaxPolicy's TREE branch
 // (policies.cuh); this step's trait (StepPolicy) picks it. The gate runs as in step 19.
 // Run: lesson06_wgmma_prefill [--check | --bench] [--variant wgmma_tree_max_softmax]
