@@ -83,6 +83,11 @@ PrefillShape random_shape(pa::Rng& rng, int index) {
                                     group * Hkv, Hkv, news, prefixes);
 }
 
+// Sharp scores: long prompts and a long prefix (many key tiles a row) with the score scale times
+// kSharpen, so that a row's max rises by more than 2^8 after its first tile.
+constexpr double kSharpen = 16.0;
+PrefillShape sharp_shape() { return make_mixed_prefill_shape("sharp", 8, 2, {700, 129, 33}, {0, 1500, 2100}); }
+
 }  // namespace
 
 TEST_CASE("lesson06 every step, softmax and gate, on 16 random mixed batches with prefixes (seed 20260606)",
@@ -167,9 +172,8 @@ TEST_CASE("lesson06 sharp scores (scale x 16): a row's max rises by more than 2^
     // tile, which step 13's lazy rescale never acts on; sixteen times the scale spreads the scores
     // over tens of units, so long rows find maxima more than 8 above the one they keep, and the
     // rescale on a jump must be right. Long prompts and a long prefix: many key tiles a row.
-    const PrefillShape s = make_mixed_prefill_shape("sharp", 8, 2, {700, 129, 33}, {0, 1500, 2100});
     const GateSetting g;
-    CHECK(check_all(s, Policy::softmax, g, kSeed + 600, 0, {}, 16.0) >= 2);
+    CHECK(check_all(sharp_shape(), Policy::softmax, g, kSeed + 600, 0, {}, kSharpen) >= 2);
 }
 
 TEST_CASE("lesson06 the gate at sparsity 50 % and 87 % (sigma 0 and 2.9), gamma 0.5", "[gpu][lesson06]") {
@@ -218,10 +222,9 @@ TEST_CASE("lesson06 step 20's max as a tree gives step 19's softmax output bit f
     pa::Rng rng(kSeed, 9);
     const GateSetting g;
     for (int i = 0; i < 5; ++i) {
-        const PrefillShape s = i < 4 ? random_shape(rng, 900 + i)
-                                     : make_mixed_prefill_shape("sharp", 8, 2, {700, 129, 33}, {0, 1500, 2100});
+        const PrefillShape s = i < 4 ? random_shape(rng, 900 + i) : sharp_shape();
         PrefillProblem p = make_prefill_problem(s, kSeed + 900 + i);
-        if (i == 4) p.scale *= 16.0;
+        if (i == 4) p.scale *= kSharpen;
         DevicePrefillProblem dev(p, 1);
         std::vector<std::vector<uint16_t>> outs;
         for (const auto& v : pair) {
