@@ -172,18 +172,18 @@ LESSON05_COMPACTION = ("compact_atomic", "compact_ordered", "split_k_compact", "
 LESSON05_HOPPER = ("split_k_cluster",)
 
 # Lesson 06: the methods its results table shows (variant <method>_<policy>; steps 1, 2, 3, 9 and
-# the last, 20: every step is in the ladder table, lesson06_ladder_steps), the methods built for
+# the last, 21: every step is in the ladder table, lesson06_ladder_steps), the methods built for
 # sm_90a only, and the H200 post's prefill kernels (POST_H200_PREFILL_US) beside the variant that
 # does the same thing (FA3: the last step's softmax; its persistent CTAs are FA3's too).
-LESSON06_METHODS = ("as_decode", "mma_sync", "wgmma", "wgmma_ws", "wgmma_tree_max")
+LESSON06_METHODS = ("as_decode", "mma_sync", "wgmma", "wgmma_ws", "wgmma_v_pages")
 LESSON06_POLICIES = ("softmax", "gate")
 LESSON06_HOPPER = ("wgmma", "wgmma_swizzle", "wgmma_tma", "wgmma_producer", "wgmma_setmaxnreg", "wgmma_overlap",
                    "wgmma_ws", "wgmma_persistent", "wgmma_fast_exp2", "wgmma_early_start",
                    "wgmma_lazy_rescale", "wgmma_diagonal_mask", "wgmma_paired_stores",
                    "wgmma_q_registers", "wgmma_work_ahead", "wgmma_tma_store", "wgmma_folded_gate",
-                   "wgmma_tree_max")
+                   "wgmma_tree_max", "wgmma_v_pages")
 LESSON06_POST_OURS = {"mma_sync": "mma_sync_gate", "wgmma_first": "wgmma_gate", "wgmma_fragment": "wgmma_gate",
-                      "fa3": "wgmma_tree_max_softmax"}
+                      "fa3": "wgmma_v_pages_softmax"}
 
 # Lesson 07: lesson07_kv_staging runs per_token up to this many tokens (kPerTokenMaxTokens); its
 # stages; the variants as the tables list them: the one-GPU ones every run has, then the two-GPU

@@ -2,7 +2,7 @@
 """Lesson 06 and the peers: prefill TFLOPS against the prompt length.
 
 Reads plots/data/<gpu>/lesson06.csv (variants <method>_<policy>: methods as_decode, mma_sync,
-wgmma, wgmma_ws and the last step, wgmma_tree_max; policies softmax and gate; a `prefix`
+wgmma, wgmma_ws and the last step, wgmma_v_pages; policies softmax and gate; a `prefix`
 column) and the peers' prefill rows (sdpa_flash, sdpa_cudnn from peers_sdpa.csv;
 flashinfer_prefill and its Hopper backend flashinfer_prefill_sm90 from peers_flashinfer.csv),
 and writes plots/<gpu>_prefill.png: one panel per policy, L2-cold TFLOPS of each step against
@@ -24,7 +24,7 @@ import plotlib
 from plotlib import plt
 
 METHODS = (("as_decode", "#9467bd", "x"), ("mma_sync", "#ff7f0e", "o"), ("wgmma", "#2ca02c", "s"),
-           ("wgmma_ws", "#d62728", "D"), ("wgmma_tree_max", "#1f77b4", "*"))
+           ("wgmma_ws", "#d62728", "D"), ("wgmma_v_pages", "#1f77b4", "*"))
 POLICIES = ("softmax", "gate")
 PEERS = ("sdpa_flash", "sdpa_cudnn", "flashinfer_prefill", "flashinfer_prefill_sm90")
 

@@ -103,19 +103,19 @@ TEST_CASE("lesson06 every step, softmax and gate, on 16 random mixed batches wit
     CHECK(checked >= 16 * 3);  // mma_sync of both policies and as_decode_softmax run everywhere
 }
 
-TEST_CASE("lesson06 steps 4 to 20 by name, softmax and gate, on 12 random batches of odd prompts with prefixes "
+TEST_CASE("lesson06 steps 4 to 21 by name, softmax and gate, on 12 random batches of odd prompts with prefixes "
           "not multiples of 16 (seed 20260606)",
           "[gpu][lesson06]") {
-    // Steps 4 to 20 take step 3 to the last step one idea at a time; each is checked here by name, so
+    // Steps 4 to 21 take step 3 to the last step one idea at a time; each is checked here by name, so
     // a step that drops out of all_variants() fails, and on Hopper every one of them must run.
     auto split_step = [](const PrefillVariant& v) { return v.method >= Method::wgmma_swizzle; };
     std::vector<PrefillVariant> steps;
     for (const auto& v : all_variants())
         if (split_step(v)) steps.push_back(v);
-    REQUIRE(steps.size() == 34);  // wgmma_swizzle .. wgmma_tree_max, each with both policies
+    REQUIRE(steps.size() == 36);  // wgmma_swizzle .. wgmma_v_pages, each with both policies
     const pa::DeviceInfo info = pa::testing::gpu_for_test();
     if (!steps[0].not_built.empty()) SKIP(steps[0].not_built);
-    if (info.cc() < steps[0].min_cc) SKIP("steps 4 to 20 need " << steps[0].needs << "; this GPU is sm_" << info.cc());
+    if (info.cc() < steps[0].min_cc) SKIP("steps 4 to 21 need " << steps[0].needs << "; this GPU is sm_" << info.cc());
 
     pa::Rng rng(kSeed, 7);
     const GateSetting g;
@@ -134,8 +134,8 @@ TEST_CASE("lesson06 steps 4 to 20 by name, softmax and gate, on 12 random batche
         const PrefillShape s = make_mixed_prefill_shape("odd-" + std::to_string(i) + "-B" + std::to_string(B) + "-H" +
                                                             std::to_string(group * Hkv) + "-Hkv" + std::to_string(Hkv),
                                                         group * Hkv, Hkv, news, prefixes);
-        CHECK(check_all(s, Policy::softmax, g, kSeed + 400 + i, 0, split_step) == 17);
-        CHECK(check_all(s, Policy::gate, g, kSeed + 400 + i, 0, split_step) == 17);
+        CHECK(check_all(s, Policy::softmax, g, kSeed + 400 + i, 0, split_step) == 18);
+        CHECK(check_all(s, Policy::gate, g, kSeed + 400 + i, 0, split_step) == 18);
     }
 }
 
@@ -207,18 +207,16 @@ TEST_CASE("lesson06 refuses shapes it was not built for, by name", "[gpu][lesson
     CHECK_THROWS_AS(parse_prefill_shape("B2-T64-H8"), pa::FlagError);
 }
 
-TEST_CASE("lesson06 step 20's max as a tree gives step 19's softmax output bit for bit (seed 20260606)",
-          "[gpu][lesson06]") {
-    // fmaxf is exact, so the order in which a row's max is taken cannot change it: the two steps
-    // must write the same bytes, on random batches and on sharp scores whose max jumps.
+// Two steps whose outputs must be the same bytes (`policy`), on four random batches and on sharp
+// scores whose max jumps.
+static void check_same_bytes(Method m0, Method m1, Policy policy) {
     const pa::DeviceInfo info = pa::testing::gpu_for_test();
     std::vector<PrefillVariant> pair;
     for (const auto& v : all_variants())
-        if (v.policy == Policy::softmax && (v.method == Method::wgmma_folded_gate || v.method == Method::wgmma_tree_max))
-            pair.push_back(v);
+        if (v.policy == policy && (v.method == m0 || v.method == m1)) pair.push_back(v);
     REQUIRE(pair.size() == 2);
     if (!pair[0].not_built.empty()) SKIP(pair[0].not_built);
-    if (info.cc() < pair[0].min_cc) SKIP("steps 19 and 20 need " << pair[0].needs << "; this GPU is sm_" << info.cc());
+    if (info.cc() < pair[0].min_cc) SKIP(pair[0].name << " needs " << pair[0].needs << "; this GPU is sm_" << info.cc());
     pa::Rng rng(kSeed, 9);
     const GateSetting g;
     for (int i = 0; i < 5; ++i) {
@@ -234,7 +232,20 @@ TEST_CASE("lesson06 step 20's max as a tree gives step 19's softmax output bit f
             CUDA_CHECK(cudaDeviceSynchronize());
             outs.push_back(dev.download_output());
         }
-        INFO(s.name);
+        INFO(pair[0].name << " against " << pair[1].name << ", " << s.name);
         CHECK(outs[0] == outs[1]);
     }
+}
+
+TEST_CASE("lesson06 step 20's max as a tree gives step 19's softmax output bit for bit (seed 20260606)",
+          "[gpu][lesson06]") {
+    // fmaxf is exact, so the order in which a row's max is taken cannot change it.
+    check_same_bytes(Method::wgmma_folded_gate, Method::wgmma_tree_max, Policy::softmax);
+}
+
+TEST_CASE("lesson06 step 21's V pages give step 20's output bit for bit, softmax and gate (seed 20260606)",
+          "[gpu][lesson06]") {
+    // Only where V lands in shared memory changed: P V adds the same products in the same order.
+    check_same_bytes(Method::wgmma_tree_max, Method::wgmma_v_pages, Policy::softmax);
+    check_same_bytes(Method::wgmma_tree_max, Method::wgmma_v_pages, Policy::gate);
 }

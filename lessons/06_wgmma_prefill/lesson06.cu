@@ -38,6 +38,7 @@ const char* method_name(Method m) {
         case Method::wgmma_tma_store: return "wgmma_tma_store";
         case Method::wgmma_folded_gate: return "wgmma_folded_gate";
         case Method::wgmma_tree_max: return "wgmma_tree_max";
+        case Method::wgmma_v_pages: return "wgmma_v_pages";
     }
     return "?";
 }
@@ -150,7 +151,7 @@ std::vector<PrefillVariant> all_variants() {
                      Method::wgmma_early_start, Method::wgmma_lazy_rescale, Method::wgmma_diagonal_mask,
                      Method::wgmma_paired_stores, Method::wgmma_q_registers,
                      Method::wgmma_work_ahead, Method::wgmma_tma_store, Method::wgmma_folded_gate,
-                     Method::wgmma_tree_max})
+                     Method::wgmma_tree_max, Method::wgmma_v_pages})
         for (Policy p : {Policy::softmax, Policy::gate}) {
             PrefillVariant v;
             v.name = std::string(method_name(m)) + "_" + policy_name(p);
@@ -265,6 +266,9 @@ void launch(const PrefillVariant& v, const PrefillArgs& a, cudaStream_t stream) 
         case Method::wgmma_tree_max:
             launch_wgmma_tree_max(a, v.policy, stream);
             return;
+        case Method::wgmma_v_pages:
+            launch_wgmma_v_pages(a, v.policy, stream);
+            return;
 #else
         default:
             break;
@@ -304,6 +308,7 @@ Geometry geometry(const PrefillVariant& v, const PrefillShape& s) {
         case Method::wgmma_tma_store: return geometry_wgmma_tma_store(s);
         case Method::wgmma_folded_gate: return geometry_wgmma_folded_gate(s);
         case Method::wgmma_tree_max: return geometry_wgmma_tree_max(s);
+        case Method::wgmma_v_pages: return geometry_wgmma_v_pages(s);
 #else
         default: break;
 #endif

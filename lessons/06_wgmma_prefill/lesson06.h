@@ -22,6 +22,7 @@
 //   step 18 wgmma_tma_store   + the output through shared memory and the copy engine, sm_90a
 //   step 19 wgmma_folded_gate + the gate's constants folded: two FFMAs a weight (the softmax as step 18), sm_90a
 //   step 20 wgmma_tree_max    + the softmax's row max as a tree, not a chain (the gate as step 19), sm_90a
+//   step 21 wgmma_v_pages     + each page of V in one copy (both 64-dim halves), sm_90a
 //
 // Variant names are <method>_<policy>: as_decode_softmax, mma_sync_gate, wgmma_ws_softmax, ...
 #pragma once
@@ -58,11 +59,12 @@ enum class Method {
     wgmma_work_ahead = 17,
     wgmma_tma_store = 18,
     wgmma_folded_gate = 19,
-    wgmma_tree_max = 20
+    wgmma_tree_max = 20,
+    wgmma_v_pages = 21
 };
 // The ladder's last step: what --floor measures (mma_floor.cu instantiates its kernel).
-constexpr Method kLastStep = Method::wgmma_tree_max;
-const char* method_name(Method m);  // "as_decode", "mma_sync", "wgmma", ..., "wgmma_tree_max"
+constexpr Method kLastStep = Method::wgmma_v_pages;
+const char* method_name(Method m);  // "as_decode", "mma_sync", "wgmma", ..., "wgmma_v_pages"
 
 // What every launcher gets. Pointers are device pointers unless said otherwise.
 struct PrefillArgs {

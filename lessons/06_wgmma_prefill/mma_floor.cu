@@ -1,15 +1,15 @@
-// The MMA floor (mma_floor.h): step 20's kernel, instantiated with a policy that does nothing.
-// Built for sm_90a only, as step 20.
+// The MMA floor (mma_floor.h): step 21's kernel, instantiated with a policy that does nothing.
+// Built for sm_90a only, as step 21.
 #include "mma_floor.h"
 
-#include "step20_tree_max.cuh"
+#include "step21_v_pages.cuh"
 #include "steps.cuh"
 #include "tma_maps.cuh"
 
 namespace lesson06 {
 
 // P = S: no max, no exponent, no mask, no rescale, the output scaled by 1. Every copy, wgmma,
-// barrier, bf16 packing of P and store of step 20 is still there; only the policy's work on
+// barrier, bf16 packing of P and store of step 21 is still there; only the policy's work on
 // the score fragment is gone. (Masked and past-the-end scores stay in P as they are: the
 // output is meaningless, and the MMAs take no longer for it.)
 template <int NB>
@@ -27,14 +27,15 @@ __device__ __forceinline__ MmaOnlyPolicy<NB> make_policy(const PolicyParams&, Mm
 
 namespace {
 
-// The floor as a TMA step (tma_maps.cuh): step 20's constants, its kernel with MmaOnlyPolicy
+// The floor as a TMA step (tma_maps.cuh): step 21's constants, its kernel with MmaOnlyPolicy
 // whichever policy the launcher names.
 struct FloorStep {
     template <class>
-    static auto kernel() { return step20::wgmma_tree_max_prefill_kernel<MmaOnlyPolicy<step20::kNB>>; }
-    static constexpr int kNB = step20::kNB, kRows = step20::kRows, kThreads = step20::kThreads;
-    static constexpr int kSmemBytes = step20::kSmemBytes;
+    static auto kernel() { return step21::wgmma_v_pages_prefill_kernel<MmaOnlyPolicy<step21::kNB>>; }
+    static constexpr int kNB = step21::kNB, kRows = step21::kRows, kThreads = step21::kThreads;
+    static constexpr int kSmemBytes = step21::kSmemBytes;
     static constexpr bool kStoresThroughMap = true;  // maps.o
+    static constexpr bool kVPages = true;            // PageMaps::v_pages
 };
 
 }  // namespace

@@ -1,7 +1,7 @@
-// Lesson 06's MMA floor: the last step's kernel (step 20) with the policy's arithmetic taken out,
+// Lesson 06's MMA floor: the last step's kernel (step 21) with the policy's arithmetic taken out,
 // so that what is left is its copies, its MMAs and its turn-taking: how fast the ladder's
 // structure could go with a free softmax. `lesson06_wgmma_prefill --floor` times it beside step
-// 20 on each shape (NOTES.md, "The MMA floor"). Its output is not attention and is never checked.
+// 21 on each shape (NOTES.md, "The MMA floor"). Its output is not attention and is never checked.
 #pragma once
 
 #include <cuda_runtime.h>

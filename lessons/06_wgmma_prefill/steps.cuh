@@ -98,6 +98,8 @@ void launch_wgmma_folded_gate(const PrefillArgs& a, Policy p, cudaStream_t strea
 Geometry geometry_wgmma_folded_gate(const PrefillShape& s);
 void launch_wgmma_tree_max(const PrefillArgs& a, Policy p, cudaStream_t stream);
 Geometry geometry_wgmma_tree_max(const PrefillShape& s);
+void launch_wgmma_v_pages(const PrefillArgs& a, Policy p, cudaStream_t stream);
+Geometry geometry_wgmma_v_pages(const PrefillShape& s);
 #endif
 
 }  // namespace lesson06

@@ -34,7 +34,7 @@ PFN_cuTensorMapEncodeTiled_v12000 encode_tiled() {
 CUtensorMap make_map(const void* base, int rank, const cuuint64_t* dims, const cuuint64_t* strides, const cuuint32_t* box,
                      const char* what) {
     CUtensorMap m;
-    const cuuint32_t elem_strides[4] = {1, 1, 1, 1};
+    const cuuint32_t elem_strides[5] = {1, 1, 1, 1, 1};  // up to rank 5
     const CUresult r = encode_tiled()(&m, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, rank, const_cast<void*>(base), dims, strides,
                                       box, elem_strides, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
                                       CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
@@ -66,6 +66,14 @@ Maps make_maps(const PrefillArgs& a, int q_rows, bool output) {
         maps.v = make_map(a.v_cache, 4, dims, strides, box, "V");
     }
     return maps;
+}
+
+CUtensorMap make_v_pages_map(const PrefillArgs& a) {
+    const cuuint64_t dims[5] = {64, kPageSize, static_cast<cuuint64_t>(a.Hkv), static_cast<cuuint64_t>(a.num_blocks), 2};
+    const cuuint64_t strides[4] = {kHeadSize * 2, kPageSize * kHeadSize * 2,
+                                   static_cast<cuuint64_t>(a.Hkv) * kPageSize * kHeadSize * 2, 64 * 2};
+    const cuuint32_t box[5] = {64, kPageSize, 1, 1, 2};
+    return make_map(a.v_cache, 5, dims, strides, box, "V pages");
 }
 
 }  // namespace lesson06

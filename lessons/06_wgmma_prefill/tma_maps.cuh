@@ -1,5 +1,5 @@
-// The tensor maps of the TMA steps (5 to 20): q, the two page pools and the output (the stores
-// of steps 18 to 20), as the copy engine sees them. Made on the host for each launch
+// The tensor maps of the TMA steps (5 to 21): q, the two page pools and the output (the stores
+// of steps 18 to 21), as the copy engine sees them. Made on the host for each launch
 // (tma_maps.cu, sm_90a objects only), passed to the kernel as a __grid_constant__ parameter.
 #pragma once
 
@@ -19,11 +19,19 @@ struct Maps {
     CUtensorMap q;  // [total_new][H][128] bf16, box 64 x 1 x 128 rows, 128-byte swizzle
     CUtensorMap k;  // [num_blocks][Hkv][16][128] bf16, box 64 x 16 x 1 x 1 (one page half)
     CUtensorMap v;
-    CUtensorMap o;  // the output [total_new][H][128] bf16, box 64 x 1 x 64 rows, 128-byte swizzle (steps 18 to 20 store through it)
+    CUtensorMap o;  // the output [total_new][H][128] bf16, box 64 x 1 x 64 rows, 128-byte swizzle (steps 18 to 21 store through it)
 };
 
 // The maps of a batch, for query tiles of `q_rows` rows; the output's only if `output`.
 Maps make_maps(const PrefillArgs& a, int q_rows, bool output);
+
+// Step 21 on: the V pool as whole pages, [num_blocks][Hkv][16][2][64] read as five dimensions
+// (64 dims, 16 keys, KV head, block, the two 64-dim halves), a box one page of one KV head (4 KiB,
+// landing as its two 64-dim halves, 2 KiB each, 128-byte swizzle).
+struct PageMaps : Maps {
+    CUtensorMap v_pages;
+};
+CUtensorMap make_v_pages_map(const PrefillArgs& a);
 
 // Whether a step stores its output through maps.o (its Step says kStoresThroughMap = true: steps 18
 // on); the other steps' launches do not encode that map.
@@ -45,6 +53,26 @@ void with_tma_step_kernel(Policy p, F&& f) {
         f(Step::template kernel<SoftmaxPolicy<Step::kNB>>());
     else
         f(Step::template kernel<GatePolicy<Step::kNB>>());
+}
+
+// Whether a step copies V a page at a time (its Step says kVPages = true: step 21 on): its kernel
+// takes PageMaps.
+template <class Step, class = void>
+struct CopiesVPages : std::false_type {};
+template <class Step>
+struct CopiesVPages<Step, std::void_t<decltype(Step::kVPages)>> : std::bool_constant<Step::kVPages> {};
+
+template <class Step>
+auto step_maps(const PrefillArgs& a) {
+    const Maps maps = make_maps(a, Step::kRows, StoresThroughMap<Step>::value);
+    if constexpr (CopiesVPages<Step>::value) {
+        PageMaps pm;
+        static_cast<Maps&>(pm) = maps;
+        pm.v_pages = make_v_pages_map(a);
+        return pm;
+    } else {
+        return maps;
+    }
 }
 
 template <class Step>
@@ -74,7 +102,7 @@ inline int persistent_ctas(long long items) {
 template <class Step>
 void launch_persistent_step(const PrefillArgs& a, Policy p, cudaStream_t stream) {
     const step2::Batch b = make_batch(a, Step::kRows);
-    const Maps maps = make_maps(a, Step::kRows, StoresThroughMap<Step>::value);
+    const auto maps = step_maps<Step>(a);
     const int items = a.H * a.num_tiles128;
     with_tma_step_kernel<Step>(p, [&](auto kernel) {
         pa::opt_in_max_dynamic_smem(reinterpret_cast<const void*>(kernel));
